@@ -1,0 +1,175 @@
+#include "ops/registry.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "ops/row_config.h"
+#include "ops/shape.h"
+
+namespace cake {
+namespace {
+
+Dim3 D3(int64_t x, int64_t y = 1, int64_t z = 1) {
+  Dim3 d;
+  d.set_x(static_cast<uint32_t>(x));
+  d.set_y(static_cast<uint32_t>(y));
+  d.set_z(static_cast<uint32_t>(z));
+  return d;
+}
+
+// A persistent grid over row groups: no more CTAs than are resident at once.
+Geometry PersistentRows(const RowConfig& cfg, int64_t rows, const TargetDevice& device) {
+  const int64_t groups = CeilDiv(rows, cfg.rows_per_cta());
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm();
+  Geometry g;
+  g.grid = D3(std::max<int64_t>(1, std::min(groups, resident)));
+  g.block = D3(cfg.block);
+  return g;
+}
+
+Geometry ForwardWarp(const StepSpec& spec, const TargetDevice& device) {
+  const RowShape s = RowShapeOf(spec);
+  return PersistentRows(WarpRowConfig(s.dim), s.rows(), device);
+}
+
+Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
+  const RowShape s = RowShapeOf(spec);
+  return PersistentRows(CtaRowConfig(s.dim), s.rows(), device);
+}
+
+// The CTA folds its row groups' dw sums in shared memory, one FP32 row each.
+int32_t FoldSmemBytes(const RowConfig& cfg, int64_t dim) {
+  return cfg.rows_per_cta() > 1 ? static_cast<int32_t>(cfg.rows_per_cta() * dim * 4) : 0;
+}
+
+Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
+  const RowShape s = RowShapeOf(spec);
+  const RowConfig cfg = BackwardRowConfig(s.dim);
+  const DetPartition p = DetPartitionOf(s.rows(), s.dim);
+  Geometry g;
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm();
+  g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
+  g.block = D3(cfg.block);
+  g.dynamic_smem_bytes = FoldSmemBytes(cfg, s.dim);
+  g.rows_per_block = p.rows_per_block;
+  g.partials = p.partials;
+  return g;
+}
+
+int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
+  return g.partials * spec.layout().dim() * 4;
+}
+
+// Each persistent CTA owns one contiguous block of rows.
+Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
+  const RowShape s = RowShapeOf(spec);
+  const RowConfig cfg = BackwardRowConfig(s.dim);
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm();
+  Geometry g;
+  g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), cfg.rows_per_cta());
+  g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
+  g.block = D3(cfg.block);
+  g.dynamic_smem_bytes = FoldSmemBytes(cfg, s.dim);
+  return g;
+}
+
+// 32 columns x 8 lanes of partial rows per CTA; see ops/dw_reduce.cu.
+Geometry DwReduce(const StepSpec& spec, const TargetDevice&) {
+  const RowShape s = RowShapeOf(spec);
+  Geometry g;
+  g.grid = D3(CeilDiv(s.dim, 32));
+  g.block = D3(32, 8);
+  g.partials = DetPartitionOf(s.rows(), s.dim).partials;
+  return g;
+}
+
+Geometry DwCast(const StepSpec& spec, const TargetDevice&) {
+  Geometry g;
+  g.grid = D3(CeilDiv(spec.layout().dim(), 256));
+  g.block = D3(256);
+  return g;
+}
+
+constexpr int64_t kAnyDim = kMaxDim;
+
+const ProgramInfo kPrograms[] = {
+    {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, Modes::kBoth, 8, kMaxWarpRowDim, true, true,
+     DwOutput::kNone, "", ForwardWarp, nullptr, "",
+     "forward, a warp (or 8/16 lanes) per row, row in registers, persistent grid"},
+    {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, Modes::kBoth, 64, kAnyDim, true, true,
+     DwOutput::kNone, "", ForwardCta, nullptr, "",
+     "forward, 64..512 threads per row, row in registers, persistent grid"},
+    {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, Modes::kDeterministicOnly, 8, kAnyDim,
+     true, true, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
+     "dw_partials",
+     "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
+    {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, Modes::kNondeterministicOnly, 8, kAnyDim, true,
+     true, DwOutput::kAtomic, "", BackwardKb, nullptr, "",
+     "backward, one row block per persistent CTA, blocked FP32 dw sums, FP32 atomics"},
+    {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, Modes::kBoth, 8,
+     kMaxWarpRowDim, true, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
+     "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
+    {"rmsnorm_silu_gate.fwd.cta", RMSNORM_SILU_GATE, Stage::kForward, Modes::kBoth, 64, kAnyDim,
+     true, false, DwOutput::kNone, "", ForwardCta, nullptr, "",
+     "gated forward, 64..512 threads per row, persistent grid"},
+    {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
+     Modes::kDeterministicOnly, 8, kAnyDim, true, false, DwOutput::kPartials, "dw.reduce",
+     BackwardDetPartials, DetPartialsBytes, "dw_partials",
+     "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
+    {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
+     Modes::kNondeterministicOnly, 8, kAnyDim, true, false, DwOutput::kAtomic, "", BackwardKb,
+     nullptr, "", "gated backward (dx, dz), blocked FP32 dw sums, FP32 atomics"},
+    {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, Modes::kDeterministicOnly, 8, kAnyDim, true, true,
+     DwOutput::kNone, "", DwReduce, nullptr, "",
+     "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
+    {"dw.cast", OP_UNSPECIFIED, Stage::kCast, Modes::kBoth, 8, kAnyDim, true, true,
+     DwOutput::kNone, "", DwCast, nullptr, "", "casts an FP32 dw accumulator to BF16 dw"},
+};
+
+}  // namespace
+
+absl::Span<const ProgramInfo> Programs() { return kPrograms; }
+
+const ProgramInfo* FindProgram(absl::string_view id) {
+  for (const ProgramInfo& p : kPrograms) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+absl::string_view StageName(Stage stage) {
+  switch (stage) {
+    case Stage::kForward: return "forward";
+    case Stage::kBackward: return "backward";
+    case Stage::kReduce: return "reduce";
+    case Stage::kCast: return "cast";
+  }
+  return "?";
+}
+
+absl::Status CheckSupports(const ProgramInfo& program, const StepSpec& spec) {
+  const RowShape s = RowShapeOf(spec);
+  if (program.op != OP_UNSPECIFIED && program.op != spec.op()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(program.id, " runs ", Op_Name(program.op), ", not ", Op_Name(spec.op())));
+  }
+  if (s.dim < program.dim_min || s.dim > program.dim_max) {
+    return absl::InvalidArgumentError(absl::StrCat(program.id, " takes dim ", program.dim_min,
+                                                   "..", program.dim_max, ", not ", s.dim));
+  }
+  if (s.heads > 1 && !program.heads) {
+    return absl::InvalidArgumentError(absl::StrCat(program.id, " takes no per-head views"));
+  }
+  if (spec.residual() && !program.residual) {
+    return absl::InvalidArgumentError(absl::StrCat(program.id, " has no fused residual"));
+  }
+  if ((program.modes == Modes::kDeterministicOnly && !spec.deterministic()) ||
+      (program.modes == Modes::kNondeterministicOnly && spec.deterministic())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(program.id, " is not a ",
+                     spec.deterministic() ? "deterministic" : "non-deterministic", " program"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cake

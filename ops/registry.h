@@ -1,0 +1,79 @@
+// The program registry: every program Cake can launch, by stable id, with
+// what the planner needs to choose it and size its launch.
+//
+// A program is one kernel with its launch rule. Ids read op.phase.kind[.variant]
+// and are what plans and routing tables name, so they never change meaning.
+#ifndef CAKE_OPS_REGISTRY_H_
+#define CAKE_OPS_REGISTRY_H_
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "cake/plan.pb.h"
+#include "cake/step.pb.h"
+#include "ops/target.h"
+
+namespace cake {
+
+enum class Stage {
+  kForward,   // forward and recompute phases
+  kBackward,  // dx (dz) and the dw sums
+  kReduce,    // ordered reduce of dw partial rows into dw
+  kCast,      // FP32 dw accumulator into a BF16 dw
+};
+
+enum class Modes { kBoth, kDeterministicOnly, kNondeterministicOnly };
+
+// Where a backward program puts its dw sums.
+enum class DwOutput {
+  kNone,      // forward, reduce, cast
+  kPartials,  // one FP32 partial row per fixed row block; a reduce follows
+  kAtomic,    // FP32 atomics into a zeroed (or accumulated) FP32 buffer
+};
+
+struct Geometry {
+  Dim3 grid;
+  Dim3 block;
+  int32_t dynamic_smem_bytes = 0;
+  int64_t rows_per_block = 0;
+  int64_t partials = 0;
+};
+
+struct ProgramInfo {
+  absl::string_view id;
+  Op op;  // OP_UNSPECIFIED: serves every op (reduce, cast)
+  Stage stage;
+  Modes modes;
+  int64_t dim_min;
+  int64_t dim_max;
+  bool heads;     // per-head views (contiguous and strided)
+  bool residual;  // fused residual add
+  DwOutput dw_output;
+  // kPartials: the program that reduces the partials.
+  absl::string_view reduce_program;
+  // Launch rule: geometry for a canonical spec on a device.
+  Geometry (*geometry)(const StepSpec& spec, const TargetDevice& device);
+  // Bytes of workspace the program itself needs for that geometry, in the
+  // region named `workspace_region`; nullptr when it needs none.
+  int64_t (*workspace_bytes)(const StepSpec& spec, const Geometry& geometry);
+  absl::string_view workspace_region;
+  absl::string_view summary;
+};
+
+// Every registered program, in a stable order.
+absl::Span<const ProgramInfo> Programs();
+
+// nullptr when no program has that id.
+const ProgramInfo* FindProgram(absl::string_view id);
+
+// OK when `program` can run the canonical `spec`; otherwise
+// InvalidArgumentError saying which property it lacks.
+absl::Status CheckSupports(const ProgramInfo& program, const StepSpec& spec);
+
+absl::string_view StageName(Stage stage);
+
+}  // namespace cake
+
+#endif  // CAKE_OPS_REGISTRY_H_

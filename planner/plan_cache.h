@@ -1,0 +1,51 @@
+// A bounded LRU cache of plans keyed by fingerprint, safe to use from many
+// threads.
+#ifndef CAKE_PLANNER_PLAN_CACHE_H_
+#define CAKE_PLANNER_PLAN_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "cake/plan.pb.h"
+
+namespace cake {
+
+class PlanCache {
+ public:
+  struct Stats {
+    int64_t hits = 0;
+    int64_t misses = 0;
+    int64_t evictions = 0;
+    size_t size = 0;
+    size_t capacity = 0;
+  };
+
+  explicit PlanCache(size_t capacity);
+
+  // The plan with this fingerprint, now the most recently used; nullptr (and a
+  // miss counted) when absent.
+  std::shared_ptr<const Plan> Find(const std::string& fingerprint);
+  // Inserts (or keeps the existing entry for) `fingerprint` and returns the
+  // cached plan; evicts the least recently used entry past capacity.
+  std::shared_ptr<const Plan> Insert(const std::string& fingerprint,
+                                     std::shared_ptr<const Plan> plan);
+  Stats stats() const;
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const Plan>>;
+  const size_t capacity_;
+  mutable absl::Mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front: most recent
+  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cake
+
+#endif  // CAKE_PLANNER_PLAN_CACHE_H_
