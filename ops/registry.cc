@@ -93,36 +93,36 @@ Geometry DwCast(const StepSpec& spec, const TargetDevice&) {
 constexpr int64_t kAnyDim = kMaxDim;
 
 const ProgramInfo kPrograms[] = {
-    {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, Modes::kBoth, 8, kMaxWarpRowDim, true, true,
+    {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, true, 8, kMaxWarpRowDim, true, true,
      DwOutput::kNone, "", ForwardWarp, nullptr, "",
      "forward, a warp (or 8/16 lanes) per row, row in registers, persistent grid"},
-    {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, Modes::kBoth, 64, kAnyDim, true, true,
+    {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true,
      DwOutput::kNone, "", ForwardCta, nullptr, "",
      "forward, 64..512 threads per row, row in registers, persistent grid"},
-    {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, Modes::kDeterministicOnly, 8, kAnyDim,
+    {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
      "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
-    {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, Modes::kNondeterministicOnly, 8, kAnyDim, true,
+    {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, DwOutput::kAtomic, "", BackwardKb, nullptr, "",
      "backward, one row block per persistent CTA, blocked FP32 dw sums, FP32 atomics"},
-    {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, Modes::kBoth, 8,
+    {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
      kMaxWarpRowDim, true, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
-    {"rmsnorm_silu_gate.fwd.cta", RMSNORM_SILU_GATE, Stage::kForward, Modes::kBoth, 64, kAnyDim,
+    {"rmsnorm_silu_gate.fwd.cta", RMSNORM_SILU_GATE, Stage::kForward, true, 64, kAnyDim,
      true, false, DwOutput::kNone, "", ForwardCta, nullptr, "",
      "gated forward, 64..512 threads per row, persistent grid"},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
-     Modes::kDeterministicOnly, 8, kAnyDim, true, false, DwOutput::kPartials, "dw.reduce",
+     true, 8, kAnyDim, true, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
-     Modes::kNondeterministicOnly, 8, kAnyDim, true, false, DwOutput::kAtomic, "", BackwardKb,
+     false, 8, kAnyDim, true, false, DwOutput::kAtomic, "", BackwardKb,
      nullptr, "", "gated backward (dx, dz), blocked FP32 dw sums, FP32 atomics"},
-    {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, Modes::kDeterministicOnly, 8, kAnyDim, true, true,
+    {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true,
      DwOutput::kNone, "", DwReduce, nullptr, "",
      "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
-    {"dw.cast", OP_UNSPECIFIED, Stage::kCast, Modes::kBoth, 8, kAnyDim, true, true,
+    {"dw.cast", OP_UNSPECIFIED, Stage::kCast, true, 8, kAnyDim, true, true,
      DwOutput::kNone, "", DwCast, nullptr, "", "casts an FP32 dw accumulator to BF16 dw"},
 };
 
@@ -163,11 +163,8 @@ absl::Status CheckSupports(const ProgramInfo& program, const StepSpec& spec) {
   if (spec.residual() && !program.residual) {
     return absl::InvalidArgumentError(absl::StrCat(program.id, " has no fused residual"));
   }
-  if ((program.modes == Modes::kDeterministicOnly && !spec.deterministic()) ||
-      (program.modes == Modes::kNondeterministicOnly && spec.deterministic())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(program.id, " is not a ",
-                     spec.deterministic() ? "deterministic" : "non-deterministic", " program"));
+  if (spec.deterministic() && !program.deterministic) {
+    return absl::InvalidArgumentError(absl::StrCat(program.id, " is not deterministic"));
   }
   return absl::OkStatus();
 }

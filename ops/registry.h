@@ -24,8 +24,6 @@ enum class Stage {
   kCast,      // FP32 dw accumulator into a BF16 dw
 };
 
-enum class Modes { kBoth, kDeterministicOnly, kNondeterministicOnly };
-
 // Where a backward program puts its dw sums.
 enum class DwOutput {
   kNone,      // forward, reduce, cast
@@ -45,7 +43,10 @@ struct ProgramInfo {
   absl::string_view id;
   Op op;  // OP_UNSPECIFIED: serves every op (reduce, cast)
   Stage stage;
-  Modes modes;
+  // Bitwise reproducible run to run and across grid sizes. A deterministic
+  // program may serve either mode; a non-deterministic one only
+  // deterministic = false.
+  bool deterministic;
   int64_t dim_min;
   int64_t dim_max;
   bool heads;     // per-head views (contiguous and strided)

@@ -130,9 +130,7 @@ int RunPrograms(const std::vector<std::string>&, const std::map<std::string, std
   std::cout << absl::StrFormat("%-36s %-18s %-8s %-10s %-10s %-5s %-8s %s\n", "program", "op",
                                "stage", "modes", "dim", "heads", "residual", "what");
   for (const ProgramInfo& p : Programs()) {
-    const char* modes = p.modes == Modes::kBoth                ? "both"
-                        : p.modes == Modes::kDeterministicOnly ? "det"
-                                                               : "nondet";
+    const char* modes = p.deterministic ? "both" : "nondet";
     std::cout << absl::StrFormat("%-36s %-18s %-8s %-10s %-10s %-5s %-8s %s\n", p.id,
                                  p.op == OP_UNSPECIFIED ? "any" : Op_Name(p.op), StageName(p.stage),
                                  modes, absl::StrCat(p.dim_min, "..", p.dim_max),

@@ -1,1 +1,101 @@
+#include "ops/registry.h"
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "ops/row_config.h"
+#include "planner/validate.h"
+#include "tests/testing/specs.h"
+
+namespace cake {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RegistryTest, IdsAreUniqueAndWellFormed) {
+  std::set<std::string> ids;
+  const std::regex form(R"([a-z_]+\.[a-z_]+(\.[a-z_]+)*)");
+  for (const ProgramInfo& p : Programs()) {
+    EXPECT_TRUE(ids.insert(std::string(p.id)).second) << p.id;
+    EXPECT_TRUE(std::regex_match(std::string(p.id), form)) << p.id;
+    EXPECT_FALSE(p.summary.empty()) << p.id;
+    EXPECT_NE(p.geometry, nullptr) << p.id;
+    EXPECT_EQ(FindProgram(p.id), &p);
+    if (p.dw_output == DwOutput::kPartials) {
+      const ProgramInfo* reduce = FindProgram(p.reduce_program);
+      ASSERT_NE(reduce, nullptr) << p.id;
+      EXPECT_EQ(reduce->stage, Stage::kReduce);
+      EXPECT_NE(p.workspace_bytes, nullptr);
+    }
+  }
+  EXPECT_EQ(FindProgram("rmsnorm.fwd.v0"), nullptr);
+}
+
+TEST(RowConfigTest, EveryDimFitsItsRowConfig) {
+  for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
+    for (const RowConfig c : {CtaRowConfig(dim), BackwardRowConfig(dim)}) {
+      ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
+      ASSERT_LE(c.vecs_per_thread, kMaxVecsPerThread);
+      ASSERT_EQ(c.block % c.threads_per_row, 0);
+      ASSERT_LE(c.block, 1024);
+      // The fewest threads that hold the row: half as many would not.
+      if (c.threads_per_row > 64) {
+        ASSERT_LT(int64_t{c.threads_per_row / 2} * kMaxVecsPerThread * kVecElems, dim) << dim;
+      }
+    }
+    if (dim <= kMaxWarpRowDim) {
+      const RowConfig w = WarpRowConfig(dim);
+      ASSERT_LE(w.threads_per_row, 32);
+      ASSERT_GE(int64_t{w.threads_per_row} * w.vecs_per_thread * kVecElems, dim) << dim;
+    }
+  }
+}
+
+TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
+  for (int64_t rows : {1, 7, 255, 256, 257, 1024, 46593, 131072, 1572864}) {
+    for (int64_t dim : {64, 256, 1536, 4096, 16384}) {
+      const DetPartition p = DetPartitionOf(rows, dim);
+      ASSERT_GE(p.partials * p.rows_per_block, rows);
+      ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
+      ASSERT_LE(p.partials, kDetTargetPartials);
+      ASSERT_EQ(p.rows_per_block % BackwardRowConfig(dim).rows_per_cta(), 0);
+    }
+  }
+}
+
+TEST(RegistryTest, KbRowBlocksCoverRows) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  for (int64_t tokens : {1, 7, 1024, 46593, 131072}) {
+    StepSpec spec = *Canonicalize(testing::RowsSpec(tokens, 4096, false));
+    const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
+    ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
+    ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
+    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm());
+  }
+}
+
+TEST(RegistryTest, CheckSupportsSaysWhatIsMissing) {
+  StepSpec rows = *Canonicalize(testing::RowsSpec(8, 4096, true));
+  EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm.fwd.warp"), rows).message()),
+              HasSubstr("takes dim 8..1024, not 4096"));
+  EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm.bwd.kb"), rows).message()),
+              HasSubstr("rmsnorm.bwd.kb is not deterministic"));
+  EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm_silu_gate.fwd.cta"), rows).message()),
+              HasSubstr("runs RMSNORM_SILU_GATE, not RMSNORM"));
+  StepSpec gate = rows;
+  gate.set_op(RMSNORM_SILU_GATE);
+  gate.set_residual(true);
+  EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm_silu_gate.fwd.cta"), gate).message()),
+              HasSubstr("has no fused residual"));
+  EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.bwd.det.partials"), rows).ok());
+  // A deterministic program serves the non-deterministic mode too.
+  rows.set_deterministic(false);
+  EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.bwd.det.partials"), rows).ok());
+}
+
+}  // namespace
+}  // namespace cake

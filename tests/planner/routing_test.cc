@@ -1,1 +1,174 @@
+#include "planner/routing.h"
+
+#include <string>
+
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "planner/validate.h"
+#include "tests/testing/specs.h"
+
+namespace cake {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::HeadsSpec;
+using testing::RowsSpec;
+
+// Windows with row edges at 100..200 and 201..: kb inside 100..200 is
+// replaced by the det programs, the way an accuracy edge would be set.
+constexpr char kTable[] = R"pb(
+  arch: "sm_test"
+  version: "t1"
+  windows {
+    op: RMSNORM phase_kind: PHASE_KIND_BACKWARD mode: MODE_NONDETERMINISTIC
+    dim_min: 4096 dim_max: 4096 rows_min: 100 rows_max: 200
+    program: "rmsnorm.bwd.det.partials"
+    evidence: "test window"
+  }
+  windows {
+    op: RMSNORM phase_kind: PHASE_KIND_BACKWARD mode: MODE_NONDETERMINISTIC
+    program: "rmsnorm.bwd.kb"
+    evidence: "test catch-all"
+  }
+  windows {
+    op: RMSNORM phase_kind: PHASE_KIND_FORWARD heads_form: HEADS_FORM_STRIDED
+    program: "rmsnorm.fwd.cta"
+    evidence: "strided heads"
+  }
+  windows {
+    op: RMSNORM phase_kind: PHASE_KIND_FORWARD weight_dtype: FP32 dim_max: 1024
+    program: "rmsnorm.fwd.cta"
+    evidence: "fp32 weight"
+  }
+)pb";
+
+RoutingTable TestTable() {
+  absl::StatusOr<RoutingTable> t = ParseRoutingTable(kTable, "test");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+std::string RouteBackward(int64_t rows) {
+  StepSpec spec = *Canonicalize(RowsSpec(rows, 4096));
+  absl::StatusOr<Route> r = RouteLaunch(TestTable(), spec, PHASE_KIND_BACKWARD);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return std::string(r->program->id);
+}
+
+TEST(RoutingTest, WindowEdgesAreInclusive) {
+  EXPECT_EQ(RouteBackward(99), "rmsnorm.bwd.kb");
+  EXPECT_EQ(RouteBackward(100), "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(RouteBackward(200), "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(RouteBackward(201), "rmsnorm.bwd.kb");
+}
+
+TEST(RoutingTest, ReasonNamesWindowAndEvidence) {
+  StepSpec spec = *Canonicalize(RowsSpec(150, 4096));
+  absl::StatusOr<Route> r = RouteLaunch(TestTable(), spec, PHASE_KIND_BACKWARD);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->default_rule);
+  EXPECT_THAT(r->reason, HasSubstr("window sm_test/t1[0]"));
+  EXPECT_THAT(r->reason, HasSubstr("evidence: test window"));
+}
+
+TEST(RoutingTest, MatchesHeadsFormAndWeightDtype) {
+  const RoutingTable table = TestTable();
+  StepSpec strided = *Canonicalize(HeadsSpec(64, 24, 256, 8192, 256));
+  EXPECT_EQ(RouteLaunch(table, strided, PHASE_KIND_FORWARD)->program->id, "rmsnorm.fwd.cta");
+  StepSpec contiguous = *Canonicalize(HeadsSpec(64, 4, 256));
+  absl::StatusOr<Route> c = RouteLaunch(table, contiguous, PHASE_KIND_FORWARD);
+  EXPECT_EQ(c->program->id, "rmsnorm.fwd.warp");
+  EXPECT_TRUE(c->default_rule);
+  StepSpec fp32 = RowsSpec(64, 512);
+  fp32.set_weight_dtype(FP32);
+  EXPECT_EQ(RouteLaunch(table, *Canonicalize(fp32), PHASE_KIND_FORWARD)->program->id,
+            "rmsnorm.fwd.cta");
+}
+
+TEST(RoutingTest, SkipsWindowWhoseProgramCannotRunTheSpec) {
+  // A window that names a program the spec's dim is out of range for falls
+  // through to the next window (here: none, so the default rule).
+  absl::StatusOr<RoutingTable> t = ParseRoutingTable(R"pb(
+    arch: "sm_test" version: "t2"
+    windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD program: "rmsnorm.fwd.warp" evidence: "x" }
+  )pb", "t2");
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<Route> r = RouteLaunch(*t, *Canonicalize(RowsSpec(8, 4096)), PHASE_KIND_FORWARD);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->program->id, "rmsnorm.fwd.cta");
+  EXPECT_TRUE(r->default_rule);
+  EXPECT_THAT(r->reason, HasSubstr("default rule: forward with dim 4096 > 1024"));
+}
+
+TEST(RoutingTest, DefaultRulePerMode) {
+  RoutingTable empty;
+  empty.set_arch("sm_test");
+  empty.set_version("e");
+  EXPECT_EQ(RouteLaunch(empty, *Canonicalize(RowsSpec(8, 64, true)), PHASE_KIND_BACKWARD)
+                ->program->id,
+            "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(RouteLaunch(empty, *Canonicalize(RowsSpec(8, 64, false)), PHASE_KIND_BACKWARD)
+                ->program->id,
+            "rmsnorm.bwd.kb");
+  StepSpec gate = RowsSpec(8, 128);
+  gate.set_op(RMSNORM_SILU_GATE);
+  EXPECT_EQ(RouteLaunch(empty, *Canonicalize(gate), PHASE_KIND_FORWARD)->program->id,
+            "rmsnorm_silu_gate.fwd.warp");
+}
+
+struct BadTable {
+  const char* text;
+  const char* message;
+};
+
+TEST(RoutingTableCheckTest, RejectsBadWindows) {
+  const BadTable cases[] = {
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD program: "nope" evidence: "e" })pb",
+       "windows[0].program = \"nope\": no such program"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD program: "rmsnorm.bwd.kb" evidence: "e" })pb",
+       "is a backward program of RMSNORM"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM_SILU_GATE phase_kind: PHASE_KIND_FORWARD program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "is a forward program of RMSNORM"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD program: "rmsnorm.fwd.cta" })pb",
+       "windows[0].evidence: empty"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD rows_min: 10 rows_max: 5 program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "rows 10..5 is empty"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD dim_min: 10 dim_max: 5 program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "dim 10..5 is empty"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "phase_kind: must be set"},
+      {R"pb(version: "v")pb", "arch is empty"},
+      {R"pb(arch: "a" version: "v" windows { bogus: 1 })pb", "t:1:"},
+  };
+  for (const BadTable& c : cases) {
+    absl::StatusOr<RoutingTable> t = ParseRoutingTable(c.text, "t");
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(std::string(t.status().message()), HasSubstr(c.message)) << c.text;
+  }
+}
+
+TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
+  absl::StatusOr<const RoutingTable*> t = RoutingTableFor("sm_90a");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->arch(), "sm_90a");
+  EXPECT_FALSE((*t)->version().empty());
+  // Every form of both ops is routed by a window, not the default rule.
+  for (bool det : {false, true}) {
+    StepSpec rows = *Canonicalize(RowsSpec(65536, 4096, det));
+    StepSpec heads = *Canonicalize(HeadsSpec(4096, 24, 256, 8192, 256));
+    for (const StepSpec& s : {rows, heads}) {
+      for (PhaseKind k : {PHASE_KIND_FORWARD, PHASE_KIND_BACKWARD}) {
+        absl::StatusOr<Route> r = RouteLaunch(**t, s, k);
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_FALSE(r->default_rule) << r->reason;
+      }
+    }
+  }
+  EXPECT_EQ(RoutingTableFor("sm_42").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(RoutingTableFor("sm_42").status().message()),
+              HasSubstr("arch = \"sm_42\": no routing table"));
+}
+
+}  // namespace
+}  // namespace cake

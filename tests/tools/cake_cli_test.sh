@@ -1,1 +1,56 @@
-exit 0
+#!/usr/bin/env bash
+# The cake tool end to end: every example spec validates, plans and explains;
+# bad input exits 2 with the field named; plans round-trip through files.
+set -u
+root=$1
+cake=${CAKE:?set CAKE to the cake binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass=0
+
+expect() {  # expect NAME WANT_EXIT GREP_PATTERN -- COMMAND...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  "$@" >"$tmp/out" 2>&1
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL $name: exit $got, want $want"; sed 's/^/    /' "$tmp/out"; failures=$((failures + 1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -qE -- "$pattern" "$tmp/out"; then
+    echo "FAIL $name: output lacks /$pattern/"; sed 's/^/    /' "$tmp/out"; failures=$((failures + 1)); return
+  fi
+  pass=$((pass + 1))
+}
+
+for spec in "$root"/examples/specs/*.textproto; do
+  n=$(basename "$spec" .textproto)
+  expect "validate $n" 0 ": valid: " -- "$cake" validate "$spec"
+  expect "plan $n" 0 "^fingerprint: \"[0-9a-f]{32}\"" -- "$cake" plan "$spec"
+  expect "explain $n" 0 "^launches \([0-9]+\):" -- "$cake" explain "$spec"
+  expect "plan --out $n" 0 "^wrote " -- "$cake" plan "$spec" --out "$tmp/$n.binpb"
+  expect "explain saved $n" 0 "^plan [0-9a-f]{32}" -- "$cake" explain "$tmp/$n.binpb"
+done
+
+printf 'op: RMSNORM\nlayout { tokens: 8 dim: 300 }\nphases: [FORWARD]\n' >"$tmp/bad.textproto"
+expect "bad dim" 2 "layout\.dim = 300" -- "$cake" validate "$tmp/bad.textproto"
+expect "bad dim plan" 2 "layout\.dim = 300" -- "$cake" plan "$tmp/bad.textproto"
+printf 'op: RMSNORM\nlayout { tokens: 8 dimm: 64 }\n' >"$tmp/typo.textproto"
+expect "parse error" 2 "typo\.textproto:2:" -- "$cake" validate "$tmp/typo.textproto"
+expect "missing file" 2 "cannot open" -- "$cake" validate "$tmp/none.textproto"
+expect "unknown arch" 2 "arch = \"sm_42\"" -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --arch sm_42
+expect "plan for other arch" 2 "plan arch = \"sm_90a\": the target device is sm_100a" -- \
+  "$cake" explain "$tmp/qknorm_k_contiguous_t4096.binpb" --arch sm_100a
+expect "text plan" 0 "^wrote " -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.textproto"
+expect "explain text plan" 0 "rmsnorm.bwd.kb" -- "$cake" explain "$tmp/p.textproto"
+expect "bad extension" 2 "expected a \.binpb" -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.json"
+expect "programs" 0 "rmsnorm\.bwd\.det\.partials" -- "$cake" programs
+expect "routes" 0 "evidence: " -- "$cake" routes --arch sm_90a
+expect "unknown command" 2 "unknown command" -- "$cake" frobnicate
+expect "unknown flag" 2 "unknown flag --bogus" -- "$cake" programs --bogus 1
+expect "missing argument" 2 "expected 1 argument" -- "$cake" validate
+expect "help" 0 "usage: cake plan SPEC" -- "$cake" plan --help
+expect "top help" 0 "commands:" -- "$cake" --help
+
+echo "cake cli: $pass passed, $failures failed"
+[ "$failures" -eq 0 ]
