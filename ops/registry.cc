@@ -37,9 +37,11 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
   return PersistentRows(CtaRowConfig(s.dim), s.rows(), device);
 }
 
-// The CTA folds its row groups' dw sums in shared memory, one FP32 row each.
-int32_t FoldSmemBytes(const RowConfig& cfg, int64_t dim) {
-  return cfg.rows_per_cta() > 1 ? static_cast<int32_t>(cfg.rows_per_cta() * dim * 4) : 0;
+// The backward keeps the weight in shared memory as FP32 and folds its row
+// groups' dw sums there, one FP32 row each.
+int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim) {
+  const int64_t fold_rows = cfg.rows_per_cta() > 1 ? cfg.rows_per_cta() : 0;
+  return static_cast<int32_t>((1 + fold_rows) * dim * 4);
 }
 
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
@@ -47,10 +49,10 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const RowConfig cfg = BackwardRowConfig(s.dim);
   const DetPartition p = DetPartitionOf(s.rows(), s.dim);
   Geometry g;
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm();
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(kBwdThreadsPerSm);
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = FoldSmemBytes(cfg, s.dim);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
@@ -64,12 +66,12 @@ int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
 Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = BackwardRowConfig(s.dim);
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm();
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(kBwdThreadsPerSm);
   Geometry g;
   g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), cfg.rows_per_cta());
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = FoldSmemBytes(cfg, s.dim);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
   return g;
 }
 
@@ -95,35 +97,35 @@ constexpr int64_t kAnyDim = kMaxDim;
 const ProgramInfo kPrograms[] = {
     {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, true, 8, kMaxWarpRowDim, true, true,
      DwOutput::kNone, "", ForwardWarp, nullptr, "",
-     "forward, a warp (or 8/16 lanes) per row, row in registers, persistent grid"},
+     WarpRowConfig, "forward, a warp (or 8/16 lanes) per row, row in registers, persistent grid"},
     {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true,
      DwOutput::kNone, "", ForwardCta, nullptr, "",
-     "forward, 64..512 threads per row, row in registers, persistent grid"},
+     CtaRowConfig, "forward, 64..512 threads per row, row in registers, persistent grid"},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
-     "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
+     BackwardRowConfig, "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, DwOutput::kAtomic, "", BackwardKb, nullptr, "",
-     "backward, one row block per persistent CTA, blocked FP32 dw sums, FP32 atomics"},
+     BackwardRowConfig, "backward, one row block per persistent CTA, blocked FP32 dw sums, FP32 atomics"},
     {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
      kMaxWarpRowDim, true, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
-     "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
+     WarpRowConfig, "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
     {"rmsnorm_silu_gate.fwd.cta", RMSNORM_SILU_GATE, Stage::kForward, true, 64, kAnyDim,
      true, false, DwOutput::kNone, "", ForwardCta, nullptr, "",
-     "gated forward, 64..512 threads per row, persistent grid"},
+     CtaRowConfig, "gated forward, 64..512 threads per row, persistent grid"},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
-     "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
+     BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, DwOutput::kAtomic, "", BackwardKb,
-     nullptr, "", "gated backward (dx, dz), blocked FP32 dw sums, FP32 atomics"},
+     nullptr, "", BackwardRowConfig, "gated backward (dx, dz), blocked FP32 dw sums, FP32 atomics"},
     {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true,
      DwOutput::kNone, "", DwReduce, nullptr, "",
-     "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
+     nullptr, "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
     {"dw.cast", OP_UNSPECIFIED, Stage::kCast, true, 8, kAnyDim, true, true,
-     DwOutput::kNone, "", DwCast, nullptr, "", "casts an FP32 dw accumulator to BF16 dw"},
+     DwOutput::kNone, "", DwCast, nullptr, "", nullptr, "casts an FP32 dw accumulator to BF16 dw"},
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "cake/plan.pb.h"
 #include "cake/step.pb.h"
+#include "ops/row_config.h"
 #include "ops/target.h"
 
 namespace cake {
@@ -60,6 +61,9 @@ struct ProgramInfo {
   // region named `workspace_region`; nullptr when it needs none.
   int64_t (*workspace_bytes)(const StepSpec& spec, const Geometry& geometry);
   absl::string_view workspace_region;
+  // Row programs: how a row of `dim` maps onto threads (the kernel template
+  // instance and the block size). nullptr for reduce and cast.
+  RowConfig (*row_config)(int64_t dim);
   absl::string_view summary;
 };
 

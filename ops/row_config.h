@@ -14,9 +14,12 @@ namespace cake {
 inline constexpr int kVecElems = 8;          // BF16 elements per 16-byte vector
 inline constexpr int kMaxVecsPerThread = 4;  // the row stays in registers
 inline constexpr int kMinBlock = 256;
-// Threads resident per SM that the launch bounds of the row kernels allow;
-// 1024 leaves 64 registers per thread for a row, its weight and dw sums.
+// Threads resident per SM that the launch bounds of the row kernels allow.
+// Forward: 1024, 64 registers per thread for the packed row and its weight.
+// Backward: 512, 128 registers for the packed x and dy rows and two FP32 dw
+// sums per column (the weight sits in shared memory).
 inline constexpr int kThreadsPerSm = 1024;
+inline constexpr int kBwdThreadsPerSm = 512;
 inline constexpr int64_t kMaxDim = 16384;
 // The largest row a warp-per-row program holds.
 inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
@@ -26,7 +29,9 @@ struct RowConfig {
   int vecs_per_thread = 0;  // 1, 2 or 4
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
-  constexpr int ctas_per_sm() const { return block >= kThreadsPerSm ? 1 : kThreadsPerSm / block; }
+  constexpr int ctas_per_sm(int threads_per_sm = kThreadsPerSm) const {
+    return block >= threads_per_sm ? 1 : threads_per_sm / block;
+  }
 };
 
 constexpr int NextPow2(int64_t v) {

@@ -74,7 +74,7 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
     const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
     ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
     ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
-    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm());
+    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm(kBwdThreadsPerSm));
   }
 }
 

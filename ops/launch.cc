@@ -1,0 +1,238 @@
+#include "ops/launch.h"
+
+#include <cstdint>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ops/registry.h"
+#include "ops/row_kernels.h"
+#include "ops/shape.h"
+#include "ops/status.h"
+
+namespace cake {
+namespace {
+
+bool HasPhase(const StepSpec& spec, Phase phase) {
+  for (int p : spec.phases()) {
+    if (p == phase) return true;
+  }
+  return false;
+}
+
+absl::Status CheckRole(const char* role, const void* ptr, uintptr_t alignment, const char* why) {
+  if (ptr == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("bindings.", role, ": null; ", why));
+  }
+  if (reinterpret_cast<uintptr_t>(ptr) % alignment != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("bindings.%s = %p: not %d-byte aligned (%s)",
+                                                      role, ptr, alignment, why));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::string& name) {
+  for (const WorkspaceRegion& r : plan.workspace()) {
+    if (r.name() == name) return static_cast<char*>(b.workspace) + r.offset();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan has no workspace region \"", name, "\""));
+}
+
+RowLayout LayoutOf(const StepSpec& spec) {
+  const RowShape s = RowShapeOf(spec);
+  return RowLayout{s.rows(), s.heads, s.dim, s.token_stride, s.head_stride};
+}
+
+absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launch& launch,
+                                         int64_t dim) {
+  const RowConfig cfg = program.row_config(dim);
+  if (launch.block().x() != static_cast<uint32_t>(cfg.block) || launch.block().y() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].block.x = ", launch.block().x(), ": ",
+                                                   program.id, " runs blocks of ", cfg.block));
+  }
+  const void* f = program.stage == Stage::kForward
+                      ? RowForwardKernel(cfg.threads_per_row, cfg.vecs_per_thread)
+                      : RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread);
+  if (f == nullptr) {
+    return absl::InternalError(absl::StrCat(program.id, ": no kernel built for ",
+                                            cfg.threads_per_row, " threads x ",
+                                            cfg.vecs_per_thread, " vectors per row"));
+  }
+  return f;
+}
+
+}  // namespace
+
+absl::Status CheckBindings(const Plan& plan, const Bindings& b) {
+  const StepSpec& spec = plan.spec();
+  if (plan.launches().empty()) return absl::OkStatus();
+  const bool forward = HasPhase(spec, FORWARD) || HasPhase(spec, RECOMPUTE);
+  const bool backward = HasPhase(spec, BACKWARD);
+  const bool gate = spec.op() == RMSNORM_SILU_GATE;
+  constexpr uintptr_t kVec = 16;
+  const char* fwd = "the forward reads or writes it with 16-byte vectors";
+  const char* bwd = "the backward reads or writes it with 16-byte vectors";
+  CAKE_RETURN_IF_ERROR(CheckRole("w", b.w, kVec, "the weight is read with 16-byte vectors"));
+  CAKE_RETURN_IF_ERROR(CheckRole("rstd", b.rstd, 4, "FP32 per row"));
+  if (forward) {
+    CAKE_RETURN_IF_ERROR(CheckRole("x", b.x, kVec, fwd));
+    CAKE_RETURN_IF_ERROR(CheckRole("y", b.y, kVec, fwd));
+    if (spec.residual()) {
+      CAKE_RETURN_IF_ERROR(CheckRole("residual", b.residual, kVec, fwd));
+      CAKE_RETURN_IF_ERROR(CheckRole("h", b.h, kVec, fwd));
+    }
+    if (gate) CAKE_RETURN_IF_ERROR(CheckRole("z", b.z, kVec, fwd));
+  }
+  if (backward) {
+    if (spec.residual()) {
+      CAKE_RETURN_IF_ERROR(CheckRole("h", b.h, kVec, "the backward reads h, the normalized input"));
+    } else {
+      CAKE_RETURN_IF_ERROR(CheckRole("x", b.x, kVec, bwd));
+    }
+    CAKE_RETURN_IF_ERROR(CheckRole("dy", b.dy, kVec, bwd));
+    CAKE_RETURN_IF_ERROR(CheckRole("dx", b.dx, kVec, bwd));
+    if (spec.residual_grad_in()) CAKE_RETURN_IF_ERROR(CheckRole("dh_in", b.dh_in, kVec, bwd));
+    if (gate) {
+      CAKE_RETURN_IF_ERROR(CheckRole("z", b.z, kVec, bwd));
+      CAKE_RETURN_IF_ERROR(CheckRole("dz", b.dz, kVec, bwd));
+    }
+    CAKE_RETURN_IF_ERROR(
+        CheckRole("dw", b.dw, spec.dw_dtype() == FP32 ? 4 : 2, "the backward writes dw"));
+  }
+  if (plan.workspace_bytes() > 0) {
+    CAKE_RETURN_IF_ERROR(CheckRole("workspace", b.workspace, 256,
+                                   "the plan's workspace regions are 256-byte aligned"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& launch,
+                                              const Bindings& b) {
+  const ProgramInfo* program = FindProgram(launch.program());
+  if (program == nullptr || launch.kind() != KERNEL) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].program = \"", launch.program(),
+                                                   "\": not a kernel program"));
+  }
+  const StepSpec& spec = plan.spec();
+  const bool gate = spec.op() == RMSNORM_SILU_GATE;
+  KernelLaunch k;
+  k.grid = dim3(launch.grid().x(), std::max(1u, launch.grid().y()), std::max(1u, launch.grid().z()));
+  k.block = dim3(launch.block().x(), std::max(1u, launch.block().y()), std::max(1u, launch.block().z()));
+  k.dynamic_smem_bytes = static_cast<unsigned>(launch.dynamic_smem_bytes());
+  switch (program->stage) {
+    case Stage::kForward: {
+      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec.layout().dim()));
+      RowForwardParams p{};
+      p.layout = LayoutOf(spec);
+      p.x = b.x;
+      p.residual = spec.residual() ? b.residual : nullptr;
+      p.h = spec.residual() ? b.h : nullptr;
+      p.z = gate ? b.z : nullptr;
+      p.w = b.w;
+      p.y = b.y;
+      p.rstd = b.rstd;
+      p.eps = static_cast<float>(spec.eps());
+      p.w_fp32 = spec.weight_dtype() == FP32;
+      k.SetParams(p);
+      break;
+    }
+    case Stage::kBackward: {
+      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec.layout().dim()));
+      RowBackwardParams p{};
+      p.layout = LayoutOf(spec);
+      p.x = spec.residual() ? b.h : b.x;
+      p.z = gate ? b.z : nullptr;
+      p.dy = b.dy;
+      p.dh_in = spec.residual_grad_in() ? b.dh_in : nullptr;
+      p.w = b.w;
+      p.rstd = b.rstd;
+      p.dx = b.dx;
+      p.dz = gate ? b.dz : nullptr;
+      p.rows_per_block = launch.rows_per_block();
+      p.w_fp32 = spec.weight_dtype() == FP32;
+      if (program->dw_output == DwOutput::kPartials) {
+        CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
+        p.dw_out = static_cast<float*>(partials);
+        p.blocks = launch.partials();
+        p.atomic = 0;
+      } else {
+        void* acc = b.dw;
+        if (!launch.region().empty()) {
+          CAKE_ASSIGN_OR_RETURN(acc, RegionPtr(plan, b, launch.region()));
+        }
+        p.dw_out = static_cast<float*>(acc);
+        p.blocks = launch.rows_per_block() > 0
+                       ? (p.layout.rows + launch.rows_per_block() - 1) / launch.rows_per_block()
+                       : 0;
+        p.atomic = 1;
+      }
+      k.SetParams(p);
+      if (k.dynamic_smem_bytes > 48 * 1024) {
+        CAKE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+            k.function, cudaFuncAttributeMaxDynamicSharedMemorySize, k.dynamic_smem_bytes));
+      }
+      break;
+    }
+    case Stage::kReduce: {
+      DwReduceParams p{};
+      CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
+      p.partials = static_cast<const float*>(partials);
+      p.count = launch.partials();
+      p.dim = spec.layout().dim();
+      p.dw = b.dw;
+      p.store = spec.accumulate_dw() ? kDwAddFp32 : spec.dw_dtype() == BF16 ? kDwStoreBf16 : kDwStoreFp32;
+      k.function = DwReduceKernel();
+      k.SetParams(p);
+      break;
+    }
+    case Stage::kCast: {
+      DwCastParams p{};
+      CAKE_ASSIGN_OR_RETURN(void* acc, RegionPtr(plan, b, launch.region()));
+      p.acc = static_cast<const float*>(acc);
+      p.dim = spec.layout().dim();
+      p.dw = b.dw;
+      k.function = DwCastKernel();
+      k.SetParams(p);
+      break;
+    }
+  }
+  return k;
+}
+
+absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch, const Bindings& b) {
+  if (launch.memset_target() == MEMSET_TARGET_DW) return b.dw;
+  return RegionPtr(plan, b, launch.region());
+}
+
+absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream) {
+  CAKE_RETURN_IF_ERROR(CheckBindings(plan, bindings));
+  // Build every launch before the first runs, so a bad plan launches nothing.
+  std::vector<KernelLaunch> kernels(plan.launches_size());
+  std::vector<void*> memsets(plan.launches_size(), nullptr);
+  for (const Launch& l : plan.launches()) {
+    if (l.kind() == MEMSET) {
+      CAKE_ASSIGN_OR_RETURN(memsets[l.index()], MemsetTargetOf(plan, l, bindings));
+    } else {
+      CAKE_ASSIGN_OR_RETURN(kernels[l.index()], MakeKernelLaunch(plan, l, bindings));
+    }
+  }
+  // Launches are listed in dependency order, so issuing them in order on one
+  // stream respects every edge.
+  for (const Launch& l : plan.launches()) {
+    if (l.kind() == MEMSET) {
+      CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(memsets[l.index()], 0, l.memset_bytes(), stream));
+      continue;
+    }
+    KernelLaunch& k = kernels[l.index()];
+    CAKE_CUDA_RETURN_IF_ERROR(
+        cudaLaunchKernel(k.function, k.grid, k.block, k.args(), k.dynamic_smem_bytes, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cake

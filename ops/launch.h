@@ -1,0 +1,86 @@
+// Bindings (device pointers by role) and KernelLaunch: what one plan launch
+// becomes once buffers are bound. The same KernelLaunch feeds the eager path
+// (cudaLaunchKernel) and the graph builder, so there is one source of truth.
+#ifndef CAKE_OPS_LAUNCH_H_
+#define CAKE_OPS_LAUNCH_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cake/plan.pb.h"
+
+namespace cake {
+
+// Device pointers by role. Activations (x, residual, h, y, dy, dh_in, dx, z,
+// dz) are BF16 in the spec's layout; w and dw are [dim] in the weight and dw
+// dtypes; rstd is FP32 [tokens * heads]. Bindings are not part of a plan.
+struct Bindings {
+  const void* x = nullptr;
+  const void* residual = nullptr;
+  void* h = nullptr;
+  const void* w = nullptr;
+  void* y = nullptr;
+  float* rstd = nullptr;
+  const void* z = nullptr;
+  const void* dy = nullptr;
+  const void* dh_in = nullptr;
+  void* dx = nullptr;
+  void* dz = nullptr;
+  void* dw = nullptr;
+  void* workspace = nullptr;  // at least plan.workspace_bytes, 256-byte aligned
+};
+
+inline constexpr size_t kMaxParamsBytes = 256;
+
+struct KernelLaunch {
+  const void* function = nullptr;
+  dim3 grid;
+  dim3 block;
+  unsigned dynamic_smem_bytes = 0;
+  alignas(16) unsigned char params[kMaxParamsBytes] = {};
+  size_t params_bytes = 0;
+
+  template <typename Params>
+  void SetParams(const Params& p) {
+    static_assert(sizeof(Params) <= kMaxParamsBytes, "Params too large");
+    std::memcpy(params, &p, sizeof(Params));
+    params_bytes = sizeof(Params);
+  }
+  // The kernelParams array for cudaLaunchKernel / cudaKernelNodeParams; valid
+  // while this object lives and is not moved.
+  void** args() {
+    arg_ = params;
+    return &arg_;
+  }
+
+ private:
+  void* arg_ = nullptr;
+};
+
+// Checks that every role the plan's launches read or write is bound, not
+// null, and aligned for its accesses (activations, w: 16 bytes; rstd, FP32
+// dw: 4; workspace: 256). InvalidArgumentError naming the role otherwise.
+absl::Status CheckBindings(const Plan& plan, const Bindings& bindings);
+
+// The kernel launch of one KERNEL launch of `plan` with `bindings` (which
+// CheckBindings accepted).
+absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& launch,
+                                              const Bindings& bindings);
+
+// The device pointer a MEMSET launch zeroes.
+absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch,
+                                     const Bindings& bindings);
+
+// Runs every launch of the plan in order on `stream`, without a graph. Safe
+// inside a stream capture of `stream`. Checks the bindings first: on error
+// nothing is launched.
+absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream);
+
+}  // namespace cake
+
+#endif  // CAKE_OPS_LAUNCH_H_

@@ -1,0 +1,392 @@
+// The row kernels of rmsnorm_train and rmsnorm_silu_gate_train, and the dw
+// reduce and cast. The formulas and the bytes each kernel moves are stated
+// with its Params struct in ops/row_kernels.h.
+//
+// A group of TPR threads holds one row in registers, VPT 16-byte vectors of
+// 8 BF16 each per thread (ops/row_config.h); a CTA holds BLOCK / TPR rows
+// and walks a persistent grid. All math is FP32; each BF16 output is
+// rounded once.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "ops/row_config.h"
+#include "ops/row_kernels.h"
+
+namespace cake {
+namespace {
+
+constexpr int BlockOf(int tpr) { return tpr < kMinBlock ? kMinBlock : tpr; }
+constexpr int MinBlocksOf(int tpr) {
+  return BlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / BlockOf(tpr);
+}
+constexpr int MinBwdBlocksOf(int tpr) {
+  return BlockOf(tpr) >= kBwdThreadsPerSm ? 1 : kBwdThreadsPerSm / BlockOf(tpr);
+}
+// Rows of a thread's share summed apart before they join its dw total, so
+// that the FP32 error of the dw sums grows with T / 32, not with T.
+constexpr int kDwBlockRows = 32;
+
+__device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
+  if (l.heads == 1) return r * l.token_stride;
+  const int64_t t = r / l.heads;
+  return t * l.token_stride + (r - t * l.heads) * l.head_stride;
+}
+
+__device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ __forceinline__ uint4 Pack(const float (&f)[8]) {
+  uint4 v;
+  __nv_bfloat162* p = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) p[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+__device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
+  if (w_fp32) {
+    const float4* p = reinterpret_cast<const float4*>(w) + 2 * v;
+    const float4 a = p[0], b = p[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+    f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+    Unpack(reinterpret_cast<const uint4*>(w)[v], f);
+  }
+}
+
+__device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+// Sum of v over the TPR threads of a row group, in a fixed order. Every
+// thread of the CTA must call it (it may synchronize the CTA).
+template <int TPR>
+__device__ __forceinline__ float GroupSum(float v, float* scratch) {
+  constexpr int kWidth = TPR < 32 ? TPR : 32;
+#pragma unroll
+  for (int o = kWidth / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if constexpr (TPR <= 32) {
+    return v;
+  } else {
+    constexpr int kWarpsPerRow = TPR / 32;
+    const int warp = threadIdx.x / 32;
+    __syncthreads();  // the previous call's readers are done with scratch
+    if (threadIdx.x % 32 == 0) scratch[warp] = v;
+    __syncthreads();
+    const int first = warp / kWarpsPerRow * kWarpsPerRow;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerRow; ++i) s += scratch[first + i];
+    return s;
+  }
+}
+
+template <int TPR, int VPT>
+__global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
+    RowForward(const RowForwardParams p) {
+  constexpr int kBlock = BlockOf(TPR);
+  constexpr int kRows = kBlock / TPR;
+  __shared__ float scratch[kBlock / 32];
+  const int lane = threadIdx.x % TPR;
+  const int group = threadIdx.x / TPR;
+  const int64_t vecs = p.layout.dim / kVecElems;
+  const float inv_dim = 1.0f / static_cast<float>(p.layout.dim);
+
+  float w[VPT][8];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t v = lane + int64_t{i} * TPR;
+    if (v < vecs) {
+      LoadWeight(p.w, p.w_fp32, v, w[i]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) w[i][j] = 0.f;
+    }
+  }
+
+  const int64_t groups = (p.layout.rows + kRows - 1) / kRows;
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t row = g * kRows + group;
+    const bool active = row < p.layout.rows;
+    const int64_t off = active ? RowOffset(p.layout, row) : 0;
+    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
+    uint4 raw[VPT];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * TPR;
+      raw[i] = active && v < vecs ? x[v] : make_uint4(0, 0, 0, 0);
+    }
+    if (p.residual != nullptr) {
+      const uint4* r =
+          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.residual) + off);
+      uint4* h = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.h) + off);
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (active && v < vecs) {
+          float a[8], b[8];
+          Unpack(raw[i], a);
+          Unpack(r[v], b);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) a[j] += b[j];
+          raw[i] = Pack(a);  // normalize h as rounded
+          h[v] = raw[i];
+        }
+      }
+    }
+    // Two passes over the packed row: registers hold 16 bytes per vector
+    // instead of 32.
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      float xf[8];
+      Unpack(raw[i], xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
+    }
+    ss = GroupSum<TPR>(ss, scratch);
+    const float rstd = 1.0f / sqrtf(ss * inv_dim + p.eps);
+
+    uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
+    const uint4* z = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * TPR;
+      if (!(active && v < vecs)) continue;
+      float out[8];
+      Unpack(raw[i], out);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * w[i][j];
+      if (p.z != nullptr) {
+        float zf[8];
+        Unpack(z[v], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) out[j] *= zf[j] * Sigmoid(zf[j]);
+      }
+      y[v] = Pack(out);
+    }
+    if (active && lane == 0) p.rstd[row] = rstd;
+  }
+}
+
+template <int TPR, int VPT>
+__global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
+    RowBackward(const RowBackwardParams p) {
+  constexpr int kBlock = BlockOf(TPR);
+  constexpr int kRows = kBlock / TPR;
+  // [dim] the weight in FP32, then [kRows][dim] the fold when kRows > 1.
+  extern __shared__ float smem[];
+  __shared__ float scratch[kBlock / 32];
+  const int lane = threadIdx.x % TPR;
+  const int group = threadIdx.x / TPR;
+  const int64_t dim = p.layout.dim;
+  const int64_t vecs = dim / kVecElems;
+  const float inv_dim = 1.0f / static_cast<float>(dim);
+  const bool gate = p.z != nullptr;
+  float* const wsm = smem;
+  float* const fold = smem + dim;
+
+  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
+    float f[8];
+    LoadWeight(p.w, p.w_fp32, v, f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
+  }
+  __syncthreads();
+
+  for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+    const int64_t begin = b * p.rows_per_block;
+    const int64_t end = min(p.layout.rows, begin + p.rows_per_block);
+    float total[VPT][8], part[VPT][8];
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) total[i][j] = part[i][j] = 0.f;
+    }
+    int in_part = 0;
+    for (int64_t base = begin; base < end; base += kRows) {
+      const int64_t row = base + group;
+      const bool active = row < end;
+      const int64_t off = active ? RowOffset(p.layout, row) : 0;
+      const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
+      const uint4* dy =
+          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dy) + off);
+      const uint4* z = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off);
+      uint4 xr[VPT], dyr[VPT], zr[VPT];
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        const bool in = active && v < vecs;
+        xr[i] = in ? x[v] : make_uint4(0, 0, 0, 0);
+        dyr[i] = in ? dy[v] : make_uint4(0, 0, 0, 0);
+        zr[i] = in && gate ? z[v] : make_uint4(0, 0, 0, 0);
+      }
+      const float rstd = active ? p.rstd[row] : 0.f;
+
+      // Pass 1: mean(g * xhat) over the row, g = dy * w [* silu(z)].
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+        float xf[8], dyf[8], zf[8];
+        Unpack(xr[i], xf);
+        Unpack(dyr[i], dyf);
+        Unpack(zr[i], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float s = gate ? zf[j] * Sigmoid(zf[j]) : 1.f;
+          dot += dyf[j] * wsm[v * 8 + j] * s * (xf[j] * rstd);
+        }
+      }
+      dot = GroupSum<TPR>(dot, scratch);
+      const float mean = dot * inv_dim;
+
+      // Pass 2: dx, dz, and the dw terms.
+      uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
+      uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
+      const uint4* dh =
+          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+        float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
+        Unpack(xr[i], xf);
+        Unpack(dyr[i], dyf);
+        Unpack(zr[i], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float wj = wsm[v * 8 + j];
+          const float xhat = xf[j] * rstd;
+          const float sig = gate ? Sigmoid(zf[j]) : 1.f;
+          const float s = gate ? zf[j] * sig : 1.f;
+          dxf[j] = rstd * (dyf[j] * wj * s - xhat * mean);
+          dzf[j] = dyf[j] * xhat * wj * sig * (1.f + zf[j] * (1.f - sig));
+          part[i][j] += dyf[j] * xhat * s;
+        }
+        if (!active) continue;
+        if (p.dh_in != nullptr) {
+          float d[8];
+          Unpack(dh[v], d);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) dxf[j] += d[j];
+        }
+        dx[v] = Pack(dxf);
+        if (gate) dz[v] = Pack(dzf);
+      }
+      if (++in_part == kDwBlockRows) {
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            total[i][j] += part[i][j];
+            part[i][j] = 0.f;
+          }
+        }
+        in_part = 0;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) total[i][j] += part[i][j];
+    }
+
+    // The block's dw row: its row groups folded in a fixed order.
+    if constexpr (kRows == 1) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+        if (p.atomic) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) atomicAdd(p.dw_out + v * 8 + j, total[i][j]);
+        } else {
+          float4* out = reinterpret_cast<float4*>(p.dw_out + b * dim) + 2 * v;
+          out[0] = make_float4(total[i][0], total[i][1], total[i][2], total[i][3]);
+          out[1] = make_float4(total[i][4], total[i][5], total[i][6], total[i][7]);
+        }
+      }
+    } else {
+      __syncthreads();  // the previous block's fold is read
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) fold[group * dim + v * 8 + j] = total[i][j];
+      }
+      __syncthreads();
+      for (int64_t c = threadIdx.x; c < dim; c += kBlock) {
+        float sum = 0.f;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) sum += fold[r * dim + c];
+        if (p.atomic) {
+          atomicAdd(p.dw_out + c, sum);
+        } else {
+          p.dw_out[b * dim + c] = sum;
+        }
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(256) DwReduce(const DwReduceParams p) {
+  __shared__ float lanes[8][33];
+  const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (c < p.dim) {
+    for (int64_t q = threadIdx.y; q < p.count; q += 8) acc += p.partials[q * p.dim + c];
+  }
+  lanes[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= p.dim) return;
+  const float* s = &lanes[0][threadIdx.x];
+  constexpr int k = 33;  // row pitch of lanes
+  const float sum = ((s[0 * k] + s[1 * k]) + (s[2 * k] + s[3 * k])) +
+                    ((s[4 * k] + s[5 * k]) + (s[6 * k] + s[7 * k]));
+  switch (p.store) {
+    case kDwStoreFp32: static_cast<float*>(p.dw)[c] = sum; break;
+    case kDwStoreBf16: static_cast<__nv_bfloat16*>(p.dw)[c] = __float2bfloat16_rn(sum); break;
+    default: static_cast<float*>(p.dw)[c] += sum; break;
+  }
+}
+
+__global__ void __launch_bounds__(256) DwCast(const DwCastParams p) {
+  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (c < p.dim) static_cast<__nv_bfloat16*>(p.dw)[c] = __float2bfloat16_rn(p.acc[c]);
+}
+
+}  // namespace
+
+// The row configs that WarpRowConfig and CtaRowConfig produce for dims 8..16384
+// (tests/ops/registry_test.cc checks that every dim finds its kernel).
+#define CAKE_ROW_CONFIGS(X) \
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) X(256, 4) X(512, 4)
+
+const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
+#define CAKE_FWD(T, V) \
+  if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowForward<T, V>);
+  CAKE_ROW_CONFIGS(CAKE_FWD)
+#undef CAKE_FWD
+  return nullptr;
+}
+
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread) {
+#define CAKE_BWD(T, V) \
+  if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowBackward<T, V>);
+  CAKE_ROW_CONFIGS(CAKE_BWD)
+#undef CAKE_BWD
+  return nullptr;
+}
+
+const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
+const void* DwCastKernel() { return reinterpret_cast<const void*>(&DwCast); }
+
+}  // namespace cake

@@ -1,0 +1,93 @@
+// Parameters and kernel handles of the row programs (rmsnorm_train and
+// rmsnorm_silu_gate_train) and of the dw reduce and cast. Plain C++ with no
+// Abseil so that both the host code and the .cu files include it.
+#ifndef CAKE_OPS_ROW_KERNELS_H_
+#define CAKE_OPS_ROW_KERNELS_H_
+
+#include <cstdint>
+
+namespace cake {
+
+// Where row r of the activation tensors starts: token = r / heads,
+// head = r % heads, offset = token * token_stride + head * head_stride
+// (elements, 64-bit).
+struct RowLayout {
+  int64_t rows;
+  int64_t heads;
+  int64_t dim;
+  int64_t token_stride;
+  int64_t head_stride;
+};
+
+// Forward: y = bf16(h * rstd * w [* silu(z)]), rstd = 1 / sqrt(mean(h^2) + eps),
+// h = x, or h = bf16(x + residual) written out with the fused residual.
+// Moves 4 * rows * dim bytes (+ 2 * rows * dim per extra input/output) and
+// 4 * rows for rstd.
+struct RowForwardParams {
+  RowLayout layout;
+  const void* x;         // BF16
+  const void* residual;  // BF16 or null
+  void* h;               // BF16, written when residual is set
+  const void* z;         // BF16 gate or null
+  const void* w;         // BF16 or FP32 [dim]
+  void* y;               // BF16
+  float* rstd;           // [rows]
+  float eps;
+  int w_fp32;
+};
+
+// Backward over a partition of rows into blocks of rows_per_block: block b
+// sums its rows' dw terms in FP32 (blocked: every 32 rows of a thread's
+// share are summed apart and then added to its total) and either writes one
+// partial row dw_out[b * dim + c] (det) or adds it into dw_out[c] with FP32
+// atomics (kb). Per row, with xhat = x * rstd and g = dy * w [* silu(z)]:
+//   dx = rstd * (g - xhat * mean(g * xhat)) [+ dh_in]
+//   dz = dy * xhat * w * silu'(z)                      (gate)
+//   dw += dy * xhat [* silu(z)]
+// Moves 6 * rows * dim bytes (+ 4 * rows * dim with the gate, + 2 * rows * dim
+// with dh_in) and 4 * rows for rstd.
+struct RowBackwardParams {
+  RowLayout layout;
+  const void* x;  // BF16: x, or h with the fused residual
+  const void* z;  // BF16 gate or null
+  const void* dy;
+  const void* dh_in;  // BF16 or null
+  const void* w;
+  const float* rstd;
+  void* dx;
+  void* dz;  // BF16, with the gate
+  float* dw_out;
+  int64_t rows_per_block;
+  int64_t blocks;
+  int w_fp32;
+  int atomic;  // 0: partial rows (det), 1: FP32 atomics (kb)
+};
+
+enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
+
+// dw[c] = sum over p of partials[p * dim + c], in a fixed order: lane y of 8
+// sums p = y, y + 8, ... in sequence, then the 8 sums are added pairwise.
+struct DwReduceParams {
+  const float* partials;
+  int64_t count;
+  int64_t dim;
+  void* dw;
+  int store;  // DwStore
+};
+
+// dw[c] = bf16(acc[c]).
+struct DwCastParams {
+  const float* acc;
+  int64_t dim;
+  void* dw;
+};
+
+// The kernel of a row config, or nullptr when none is built for it.
+const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread);
+const void* DwReduceKernel();
+const void* DwCastKernel();
+
+}  // namespace cake
+
+#endif  // CAKE_OPS_ROW_KERNELS_H_

@@ -1,0 +1,515 @@
+// GPU correctness of the row programs through plans and the eager launch
+// path, against the FP64 reference of tests/testing/reference.cu. Skips
+// itself without a CUDA device.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ops/launch.h"
+#include "ops/shape.h"
+#include "planner/planner.h"
+#include "planner/validate.h"
+#include "tests/testing/reference.h"
+#include "tests/testing/specs.h"
+
+namespace cake {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::HeadsSpec;
+using testing::RowsSpec;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Device buffers for every role of one plan's spec, filled from a seed.
+class StepBuffers {
+ public:
+  explicit StepBuffers(const Plan& plan) : spec_(plan.spec()) {
+    const RowShape s = RowShapeOf(spec_);
+    elems_ = s.rows() == 0 ? 0 : (s.tokens - 1) * s.token_stride + (s.heads - 1) * s.head_stride + s.dim;
+    const int64_t act = std::max<int64_t>(elems_, 8) * 2;
+    const bool gate = spec_.op() == RMSNORM_SILU_GATE;
+    b.x = Alloc(act);
+    b.y = Alloc(act);
+    b.dy = Alloc(act);
+    b.dx = Alloc(act);
+    b.rstd = static_cast<float*>(Alloc(std::max<int64_t>(s.rows(), 1) * 4));
+    b.w = Alloc(s.dim * (spec_.weight_dtype() == FP32 ? 4 : 2));
+    b.dw = Alloc(s.dim * (spec_.dw_dtype() == FP32 ? 4 : 2));
+    if (spec_.residual()) {
+      b.residual = Alloc(act);
+      b.h = Alloc(act);
+    }
+    if (spec_.residual_grad_in()) b.dh_in = Alloc(act);
+    if (gate) {
+      b.z = Alloc(act);
+      b.dz = Alloc(act);
+    }
+    if (plan.workspace_bytes() > 0) b.workspace = Alloc(plan.workspace_bytes());
+  }
+  ~StepBuffers() {
+    for (void* p : owned_) cudaFree(p);
+  }
+
+  void Fill(uint64_t seed, float z_scale = 3.f) {
+    const RowShape s = RowShapeOf(spec_);
+    testing::FillBf16(const_cast<void*>(b.x), elems_, seed * 16 + 1, 2.f);
+    testing::FillBf16(const_cast<void*>(b.dy), elems_, seed * 16 + 2, 1.f);
+    if (b.residual) testing::FillBf16(const_cast<void*>(b.residual), elems_, seed * 16 + 3, 1.f);
+    if (b.dh_in) testing::FillBf16(const_cast<void*>(b.dh_in), elems_, seed * 16 + 4, 0.5f);
+    if (b.z) testing::FillBf16(const_cast<void*>(b.z), elems_, seed * 16 + 5, z_scale);
+    if (spec_.weight_dtype() == FP32) {
+      testing::FillF32(static_cast<float*>(const_cast<void*>(b.w)), s.dim, seed * 16 + 6, 0.5f, 1.f);
+    } else {
+      testing::FillBf16(const_cast<void*>(b.w), s.dim, seed * 16 + 6, 0.5f, 1.f);
+    }
+    // Outputs start as noise, so an unwritten element fails the check.
+    for (void* out : {b.y, b.dx, b.dz, b.h}) {
+      if (out) testing::FillBf16(out, elems_, seed * 16 + 7, 100.f);
+    }
+  }
+
+  testing::RefInputs Inputs(bool with_backward = true) const {
+    const RowShape s = RowShapeOf(spec_);
+    return testing::RefInputs{RowLayout{s.rows(), s.heads, s.dim, s.token_stride, s.head_stride},
+                              b.x, b.residual, b.z, b.w, spec_.weight_dtype() == FP32,
+                              with_backward ? b.dy : nullptr, b.dh_in, spec_.eps()};
+  }
+
+  std::vector<float> Dw() const {
+    const int64_t dim = spec_.layout().dim();
+    std::vector<float> out(dim);
+    if (spec_.dw_dtype() == FP32) {
+      EXPECT_EQ(cudaMemcpy(out.data(), b.dw, dim * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    } else {
+      std::vector<uint16_t> bits(dim);
+      EXPECT_EQ(cudaMemcpy(bits.data(), b.dw, dim * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t i = 0; i < dim; ++i) {
+        const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
+        std::memcpy(&out[i], &u, 4);
+      }
+    }
+    return out;
+  }
+
+  int64_t elems() const { return elems_; }
+  Bindings b;
+
+ private:
+  void* Alloc(int64_t bytes) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess) << bytes << " bytes";
+    owned_.push_back(p);
+    return p;
+  }
+  StepSpec spec_;
+  int64_t elems_ = 0;
+  std::vector<void*> owned_;
+};
+
+Plan MustPlan(const StepSpec& spec) {
+  absl::StatusOr<TargetDevice> target = TargetDevice::Current();
+  EXPECT_TRUE(target.ok()) << target.status();
+  absl::StatusOr<Plan> plan = MakePlan(spec, *target);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+void RunPlan(const Plan& plan, const Bindings& b) {
+  const absl::Status s = LaunchEager(plan, b, nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+struct Worst {
+  double y = 0, dx = 0, dz = 0, dw = 0, h = 0, rstd = 0;
+  void Add(const testing::Violations& v, double dw_v) {
+    y = std::max(y, v.y), dx = std::max(dx, v.dx), dz = std::max(dz, v.dz);
+    h = std::max(h, v.h), rstd = std::max(rstd, v.rstd), dw = std::max(dw, dw_v);
+  }
+  bool Within() const { return y <= 1 && dx <= 1 && dz <= 1 && dw <= 1 && h <= 1 && rstd <= 1; }
+};
+
+// Forward + backward of `spec` (both phases), worst of `seeds` seeds.
+Worst CheckStep(StepSpec spec, int seeds = 5) {
+  spec.clear_phases();
+  spec.add_phases(FORWARD);
+  spec.add_phases(BACKWARD);
+  const Plan plan = MustPlan(spec);
+  StepBuffers buf(plan);
+  Worst worst;
+  for (int seed = 0; seed < seeds; ++seed) {
+    buf.Fill(seed + 1);
+    RunPlan(plan, buf.b);
+    std::vector<double> dw_ref;
+    const testing::Violations v = testing::CheckRows(
+        buf.Inputs(), testing::RefOutputs{buf.b.h, buf.b.y, buf.b.rstd, buf.b.dx, buf.b.dz},
+        &dw_ref);
+    worst.Add(v, testing::DwViolation(buf.Dw(), dw_ref));
+  }
+  return worst;
+}
+
+std::string Label(const StepSpec& s) {
+  const Layout& l = s.layout();
+  return absl::StrCat(s.op() == RMSNORM ? "rmsnorm" : "gate", " T=", l.tokens(),
+                      l.heads() > 1 ? absl::StrCat(" heads=", l.heads()) : "", " dim=", l.dim(),
+                      l.token_stride() ? absl::StrCat(" ts=", l.token_stride()) : "",
+                      s.weight_dtype() == FP32 ? " w=fp32" : " w=bf16",
+                      s.dw_dtype() == BF16 ? " dw=bf16" : "", s.residual() ? " residual" : "",
+                      s.deterministic() ? " det" : " nondet");
+}
+
+void ExpectWithinBudget(const StepSpec& spec, int seeds = 5) {
+  const Worst w = CheckStep(spec, seeds);
+  std::printf("budget multiples  %-60s y %.3f dx %.3f dz %.3f dw %.3f rstd %.3f h %.3f\n",
+              Label(spec).c_str(), w.y, w.dx, w.dz, w.dw, w.rstd, w.h);
+  EXPECT_TRUE(w.Within()) << Label(spec) << ": y " << w.y << " dx " << w.dx << " dz " << w.dz
+                          << " dw " << w.dw << " rstd " << w.rstd << " h " << w.h;
+}
+
+// --- the reference checks itself ------------------------------------------------
+
+TEST_F(GpuTest, CpuAndGpuReferencesAgree) {
+  std::vector<StepSpec> specs = {RowsSpec(7, 64), HeadsSpec(5, 3, 256, 1024, 256), RowsSpec(3, 1536)};
+  specs[2].set_residual(true);
+  specs[2].set_residual_grad_in(true);
+  StepSpec gate = HeadsSpec(4, 2, 128);
+  gate.set_op(RMSNORM_SILU_GATE);
+  gate.set_weight_dtype(FP32);
+  specs.push_back(gate);
+  for (const StepSpec& spec : specs) {
+    const Plan plan = MustPlan(spec);
+    StepBuffers buf(plan);
+    buf.Fill(42);
+    const testing::HostRef cpu = testing::CpuReference(buf.Inputs());
+    const testing::HostRef gpu = testing::GpuReference(buf.Inputs());
+    auto close = [](const std::vector<double>& a, const std::vector<double>& b) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::fabs(a[i] - b[i]) > 1e-9 * (1 + std::fabs(a[i]))) return false;
+      }
+      return true;
+    };
+    EXPECT_TRUE(close(cpu.y, gpu.y)) << Label(spec);
+    EXPECT_TRUE(close(cpu.dx, gpu.dx)) << Label(spec);
+    EXPECT_TRUE(close(cpu.dz, gpu.dz)) << Label(spec);
+    EXPECT_TRUE(close(cpu.dw, gpu.dw)) << Label(spec);
+    EXPECT_TRUE(close(cpu.rstd, gpu.rstd)) << Label(spec);
+  }
+}
+
+// --- accuracy budget, both modes, worst of 5 seeds ---------------------------------
+
+class RowsAccuracyTest : public GpuTest, public ::testing::WithParamInterface<int64_t> {};
+
+TEST_P(RowsAccuracyTest, BothModesWithinBudget) {
+  const int64_t dim = GetParam();
+  for (int64_t tokens : {1, 7, 1024, 46593, 131072}) {
+    for (bool det : {true, false}) ExpectWithinBudget(RowsSpec(tokens, dim, det));
+  }
+  for (int64_t tokens : {7, 46593}) {
+    for (bool det : {true, false}) {
+      StepSpec fp32 = RowsSpec(tokens, dim, det);
+      fp32.set_weight_dtype(FP32);
+      ExpectWithinBudget(fp32);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
+                         ::testing::Values(64, 256, 1536, 2048, 4096, 6144, 8192, 16384));
+
+TEST_F(GpuTest, PerHeadViewsWithinBudget) {
+  for (int64_t tokens : {4096, 65536}) {
+    for (bool det : {true, false}) {
+      StepSpec strided = HeadsSpec(tokens, 24, 256, 32 * 256, 256);
+      strided.set_deterministic(det);
+      ExpectWithinBudget(strided);
+      StepSpec contiguous = HeadsSpec(tokens, 4, 256);
+      contiguous.set_deterministic(det);
+      ExpectWithinBudget(contiguous);
+    }
+  }
+}
+
+TEST_F(GpuTest, StridedViewsLeaveTheGapsAlone) {
+  const StepSpec spec = HeadsSpec(4096, 24, 256, 32 * 256, 256);
+  const Plan plan = MustPlan(spec);
+  StepBuffers buf(plan);
+  buf.Fill(3);
+  const int64_t n = buf.elems();
+  std::vector<uint16_t> y_before(n), dx_before(n), y_after(n), dx_after(n);
+  CUDA_OK(cudaMemcpy(y_before.data(), buf.b.y, n * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(dx_before.data(), buf.b.dx, n * 2, cudaMemcpyDeviceToHost));
+  RunPlan(plan, buf.b);
+  CUDA_OK(cudaMemcpy(y_after.data(), buf.b.y, n * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(dx_after.data(), buf.b.dx, n * 2, cudaMemcpyDeviceToHost));
+  int64_t gap_changed = 0, head_unchanged = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool in_head = (i % (32 * 256)) < 24 * 256;
+    if (in_head) {
+      head_unchanged += y_after[i] == y_before[i];
+    } else {
+      gap_changed += (y_after[i] != y_before[i]) + (dx_after[i] != dx_before[i]);
+    }
+  }
+  EXPECT_EQ(gap_changed, 0);
+  EXPECT_LT(head_unchanged, n / 100) << "most head elements must have been written";
+}
+
+TEST_F(GpuTest, FusedResidualWithinBudget) {
+  for (int64_t tokens : {1024, 46593}) {
+    for (bool det : {true, false}) {
+      StepSpec spec = RowsSpec(tokens, 6144, det);
+      spec.set_residual(true);
+      spec.set_residual_grad_in(true);
+      ExpectWithinBudget(spec);
+      spec.set_residual_grad_in(false);
+      ExpectWithinBudget(spec, 2);
+    }
+  }
+}
+
+TEST_F(GpuTest, Bf16DwCastWithinBudget) {
+  for (bool det : {true, false}) {
+    StepSpec spec = RowsSpec(4096, 2048, det);
+    spec.set_dw_dtype(BF16);
+    // dw in BF16 carries BF16 rounding: compare it to the FP32 budget of its
+    // own rounding, i.e. against the FP64 dw rounded once.
+    spec.clear_phases();
+    spec.add_phases(FORWARD);
+    spec.add_phases(BACKWARD);
+    const Plan plan = MustPlan(spec);
+    StepBuffers buf(plan);
+    buf.Fill(11);
+    RunPlan(plan, buf.b);
+    std::vector<double> ref;
+    testing::CheckRows(buf.Inputs(), testing::RefOutputs{}, &ref);
+    const std::vector<float> dw = buf.Dw();
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      worst = std::max(worst, std::fabs(dw[i] - ref[i]) / (1e-4 + std::ldexp(std::fabs(ref[i]), -8)));
+    }
+    EXPECT_LE(worst, 1.0) << (det ? "det" : "nondet");
+  }
+}
+
+TEST_F(GpuTest, AccumulateDwAddsIntoExistingGradient) {
+  for (bool det : {true, false}) {
+    StepSpec spec = RowsSpec(4096, 1536, det, {FORWARD, BACKWARD});
+    spec.set_accumulate_dw(true);
+    const Plan plan = MustPlan(spec);
+    StepBuffers buf(plan);
+    buf.Fill(5);
+    std::vector<float> prior(1536);
+    for (int i = 0; i < 1536; ++i) prior[i] = 0.25f * (i % 7) - 0.5f;
+    CUDA_OK(cudaMemcpy(buf.b.dw, prior.data(), 1536 * 4, cudaMemcpyHostToDevice));
+    RunPlan(plan, buf.b);
+    std::vector<double> ref;
+    testing::CheckRows(buf.Inputs(), testing::RefOutputs{}, &ref);
+    for (int i = 0; i < 1536; ++i) ref[i] += prior[i];
+    EXPECT_LE(testing::DwViolation(buf.Dw(), ref), 1.0) << (det ? "det" : "nondet");
+  }
+}
+
+// --- determinism -----------------------------------------------------------------
+
+void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
+  StepSpec spec = spec_in;
+  spec.set_deterministic(true);
+  const Plan plan = MustPlan(spec);
+  StepBuffers buf(plan);
+  buf.Fill(9);
+  RunPlan(plan, buf.b);
+  const int64_t bytes = buf.elems() * 2;
+  void* dx0 = nullptr;
+  CUDA_OK(cudaMalloc(&dx0, bytes));
+  CUDA_OK(cudaMemcpy(dx0, buf.b.dx, bytes, cudaMemcpyDeviceToDevice));
+  const std::vector<float> dw0 = buf.Dw();
+  auto same = [&](const char* what) {
+    EXPECT_EQ(testing::CountDiff(dx0, buf.b.dx, bytes), 0) << what;
+    const std::vector<float> dw = buf.Dw();
+    EXPECT_EQ(std::memcmp(dw.data(), dw0.data(), dw.size() * 4), 0) << what;
+  };
+  for (int i = 0; i < 20; ++i) {
+    CUDA_OK(cudaMemset(buf.b.dx, 0, bytes));
+    CUDA_OK(cudaMemset(buf.b.dw, 0, spec.layout().dim() * 4));
+    RunPlan(plan, buf.b);
+    same("rerun");
+  }
+  // The partition is fixed by the shape; the grid only decides which CTA
+  // takes which block.
+  for (uint32_t grid : {1u, 66u, 132u, 264u}) {
+    Plan forced = plan;
+    for (Launch& l : *forced.mutable_launches()) {
+      if (l.program().find(".bwd.det.partials") != std::string::npos) l.mutable_grid()->set_x(grid);
+    }
+    CUDA_OK(cudaMemset(buf.b.dx, 0, bytes));
+    RunPlan(forced, buf.b);
+    same(absl::StrCat("grid ", grid).c_str());
+  }
+  cudaFree(dx0);
+}
+
+TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
+  ExpectBitwiseDeterministic(RowsSpec(46593, 4096));
+  ExpectBitwiseDeterministic(RowsSpec(20000, 1024));
+  ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
+}
+
+TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
+  const Plan plan = MustPlan(RowsSpec(46593, 4096, false, {FORWARD, BACKWARD}));
+  StepBuffers buf(plan);
+  buf.Fill(13);
+  std::vector<double> ref;
+  testing::CheckRows(buf.Inputs(), testing::RefOutputs{}, &ref);
+  double worst = 0;
+  for (int i = 0; i < 20; ++i) {
+    RunPlan(plan, buf.b);
+    worst = std::max(worst, testing::DwViolation(buf.Dw(), ref));
+  }
+  std::printf("nondet dw over 20 runs [46593, 4096]: worst %.3f of budget\n", worst);
+  EXPECT_LE(worst, 1.0);
+}
+
+// --- forward -----------------------------------------------------------------------
+
+TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
+  for (const StepSpec& base : {RowsSpec(4096, 6144), HeadsSpec(4096, 24, 256, 8192, 256)}) {
+    StepSpec fwd = base;
+    fwd.clear_phases();
+    fwd.add_phases(FORWARD);
+    fwd.set_residual(base.layout().heads() == 0);
+    StepSpec re = fwd;
+    re.set_phases(0, RECOMPUTE);
+    const Plan pf = MustPlan(fwd), pr = MustPlan(re);
+    StepBuffers buf(pf);
+    buf.Fill(21);
+    RunPlan(pf, buf.b);
+    const int64_t bytes = buf.elems() * 2;
+    void* y0 = nullptr;
+    CUDA_OK(cudaMalloc(&y0, bytes));
+    CUDA_OK(cudaMemcpy(y0, buf.b.y, bytes, cudaMemcpyDeviceToDevice));
+    CUDA_OK(cudaMemset(buf.b.y, 0xff, bytes));
+    RunPlan(pr, buf.b);
+    EXPECT_EQ(testing::CountDiff(y0, buf.b.y, bytes), 0) << Label(fwd);
+    cudaFree(y0);
+  }
+}
+
+// --- edge cases ------------------------------------------------------------------
+
+TEST_F(GpuTest, ZeroTokensRunsNothing) {
+  const Plan plan = MustPlan(RowsSpec(0, 4096, true));
+  EXPECT_EQ(plan.launches_size(), 0);
+  EXPECT_TRUE(LaunchEager(plan, Bindings{}, nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST_F(GpuTest, NonFiniteRowStaysInItsRow) {
+  for (bool det : {true, false}) {
+    const int64_t dim = 2048, tokens = 64;
+    const Plan plan = MustPlan(RowsSpec(tokens, dim, det, {FORWARD, BACKWARD}));
+    StepBuffers buf(plan);
+    buf.Fill(17);
+    testing::SetBf16(const_cast<void*>(buf.b.x), 5 * dim + 3, NAN);
+    testing::SetBf16(const_cast<void*>(buf.b.x), 9 * dim + 100, INFINITY);
+    RunPlan(plan, buf.b);
+    std::vector<uint16_t> y(tokens * dim), dx(tokens * dim);
+    CUDA_OK(cudaMemcpy(y.data(), buf.b.y, y.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(dx.data(), buf.b.dx, dx.size() * 2, cudaMemcpyDeviceToHost));
+    auto finite = [](uint16_t bits) { return (bits & 0x7f80) != 0x7f80; };
+    for (int64_t r = 0; r < tokens; ++r) {
+      int64_t nonfinite_y = 0, nonfinite_dx = 0;
+      for (int64_t c = 0; c < dim; ++c) {
+        nonfinite_y += !finite(y[r * dim + c]);
+        nonfinite_dx += !finite(dx[r * dim + c]);
+      }
+      if (r == 5 || r == 9) {
+        EXPECT_GT(nonfinite_y, 0) << "row " << r;
+        EXPECT_GT(nonfinite_dx, 0) << "row " << r;
+      } else {
+        EXPECT_EQ(nonfinite_y + nonfinite_dx, 0) << "row " << r << " was touched";
+      }
+    }
+  }
+}
+
+TEST_F(GpuTest, AllZeroRowGivesFiniteRstd) {
+  const Plan plan = MustPlan(RowsSpec(16, 4096, true, {FORWARD, BACKWARD}));
+  StepBuffers buf(plan);
+  buf.Fill(19);
+  CUDA_OK(cudaMemset(const_cast<void*>(buf.b.x), 0, 4096 * 2 * 3));  // rows 0..2
+  RunPlan(plan, buf.b);
+  std::vector<float> rstd(16);
+  CUDA_OK(cudaMemcpy(rstd.data(), buf.b.rstd, 16 * 4, cudaMemcpyDeviceToHost));
+  for (int r = 0; r < 3; ++r) EXPECT_NEAR(rstd[r], 1.0 / std::sqrt(1e-6), 1e-3 * 1000);
+  std::vector<double> ref;
+  const testing::Violations v = testing::CheckRows(
+      buf.Inputs(), testing::RefOutputs{nullptr, buf.b.y, buf.b.rstd, buf.b.dx, nullptr}, &ref);
+  EXPECT_LE(v.y, 1);
+  EXPECT_LE(v.dx, 1);
+  EXPECT_LE(v.rstd, 1);
+}
+
+// --- bindings ------------------------------------------------------------------------
+
+TEST_F(GpuTest, BadBindingsLaunchNothing) {
+  StepSpec spec = RowsSpec(256, 1024, true, {FORWARD, BACKWARD});
+  const Plan plan = MustPlan(spec);
+  StepBuffers buf(plan);
+  buf.Fill(23);
+  std::vector<uint16_t> before(256 * 1024), after(256 * 1024);
+  CUDA_OK(cudaMemcpy(before.data(), buf.b.y, before.size() * 2, cudaMemcpyDeviceToHost));
+
+  Bindings missing = buf.b;
+  missing.dy = nullptr;
+  absl::Status s = LaunchEager(plan, missing, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.dy: null"));
+
+  Bindings misaligned = buf.b;
+  misaligned.x = static_cast<const char*>(buf.b.x) + 2;
+  s = LaunchEager(plan, misaligned, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.x = "));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not 16-byte aligned"));
+
+  Bindings no_ws = buf.b;
+  no_ws.workspace = nullptr;
+  s = LaunchEager(plan, no_ws, nullptr);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.workspace: null"));
+
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(after.data(), buf.b.y, after.size() * 2, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(before, after) << "a refused launch wrote y";
+}
+
+// --- the gated op through the same programs ---------------------------------------------
+
+TEST_F(GpuTest, GatedStepWithinBudget) {
+  for (bool det : {true, false}) {
+    StepSpec spec = HeadsSpec(8192, 32, 128);
+    spec.set_op(RMSNORM_SILU_GATE);
+    spec.set_deterministic(det);
+    ExpectWithinBudget(spec);
+  }
+}
+
+}  // namespace
+}  // namespace cake
