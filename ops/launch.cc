@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "ops/registry.h"
 #include "ops/row_kernels.h"
@@ -63,6 +65,26 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
                                             cfg.vecs_per_thread, " vectors per row"));
   }
   return f;
+}
+
+int DwStoreOf(const StepSpec& spec) {
+  if (spec.accumulate_dw()) return kDwAddFp32;
+  return spec.dw_dtype() == BF16 ? kDwStoreBf16 : kDwStoreFp32;
+}
+
+// Raises a kernel's dynamic shared memory limit to at least `bytes` (the
+// default cap is 48 KB, static shared memory included). Limits only grow, so
+// launches of other shapes from other threads never see a smaller one.
+absl::Status AllowDynamicSmem(const void* function, unsigned bytes) {
+  static absl::Mutex* const mu = new absl::Mutex;
+  static auto* const limits = new absl::flat_hash_map<const void*, unsigned>;
+  absl::MutexLock lock(mu);
+  unsigned& limit = (*limits)[function];
+  if (bytes <= limit) return absl::OkStatus();
+  CAKE_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  limit = bytes;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -155,27 +177,18 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.dz = gate ? b.dz : nullptr;
       p.rows_per_block = launch.rows_per_block();
       p.w_fp32 = spec.weight_dtype() == FP32;
+      CAKE_ASSIGN_OR_RETURN(void* sums, RegionPtr(plan, b, launch.region()));
       if (program->dw_output == DwOutput::kPartials) {
-        CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
-        p.dw_out = static_cast<float*>(partials);
+        p.partials = static_cast<float*>(sums);
         p.blocks = launch.partials();
-        p.atomic = 0;
       } else {
-        void* acc = b.dw;
-        if (!launch.region().empty()) {
-          CAKE_ASSIGN_OR_RETURN(acc, RegionPtr(plan, b, launch.region()));
-        }
-        p.dw_out = static_cast<float*>(acc);
+        p.acc = static_cast<double*>(sums);
         p.blocks = launch.rows_per_block() > 0
                        ? (p.layout.rows + launch.rows_per_block() - 1) / launch.rows_per_block()
                        : 0;
-        p.atomic = 1;
       }
       k.SetParams(p);
-      if (k.dynamic_smem_bytes > 48 * 1024) {
-        CAKE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-            k.function, cudaFuncAttributeMaxDynamicSharedMemorySize, k.dynamic_smem_bytes));
-      }
+      CAKE_RETURN_IF_ERROR(AllowDynamicSmem(k.function, k.dynamic_smem_bytes));
       break;
     }
     case Stage::kReduce: {
@@ -185,18 +198,19 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.count = launch.partials();
       p.dim = spec.layout().dim();
       p.dw = b.dw;
-      p.store = spec.accumulate_dw() ? kDwAddFp32 : spec.dw_dtype() == BF16 ? kDwStoreBf16 : kDwStoreFp32;
+      p.store = DwStoreOf(spec);
       k.function = DwReduceKernel();
       k.SetParams(p);
       break;
     }
-    case Stage::kCast: {
-      DwCastParams p{};
+    case Stage::kFinish: {
+      DwFinishParams p{};
       CAKE_ASSIGN_OR_RETURN(void* acc, RegionPtr(plan, b, launch.region()));
-      p.acc = static_cast<const float*>(acc);
+      p.acc = static_cast<const double*>(acc);
       p.dim = spec.layout().dim();
       p.dw = b.dw;
-      k.function = DwCastKernel();
+      p.store = DwStoreOf(spec);
+      k.function = DwFinishKernel();
       k.SetParams(p);
       break;
     }
@@ -205,7 +219,6 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
 }
 
 absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch, const Bindings& b) {
-  if (launch.memset_target() == MEMSET_TARGET_DW) return b.dw;
   return RegionPtr(plan, b, launch.region());
 }
 

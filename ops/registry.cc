@@ -38,10 +38,10 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
 }
 
 // The backward keeps the weight in shared memory as FP32 and folds its row
-// groups' dw sums there, one FP32 row each.
+// groups' dw sums there, one FP64 row each.
 int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim) {
   const int64_t fold_rows = cfg.rows_per_cta() > 1 ? cfg.rows_per_cta() : 0;
-  return static_cast<int32_t>((1 + fold_rows) * dim * 4);
+  return static_cast<int32_t>(dim * 4 + fold_rows * dim * 8);
 }
 
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
@@ -85,7 +85,7 @@ Geometry DwReduce(const StepSpec& spec, const TargetDevice&) {
   return g;
 }
 
-Geometry DwCast(const StepSpec& spec, const TargetDevice&) {
+Geometry DwFinish(const StepSpec& spec, const TargetDevice&) {
   Geometry g;
   g.grid = D3(CeilDiv(spec.layout().dim(), 256));
   g.block = D3(256);
@@ -106,8 +106,8 @@ const ProgramInfo kPrograms[] = {
      "dw_partials",
      BackwardRowConfig, "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
-     true, DwOutput::kAtomic, "", BackwardKb, nullptr, "",
-     BackwardRowConfig, "backward, one row block per persistent CTA, blocked FP32 dw sums, FP32 atomics"},
+     true, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
+     BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
     {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
      kMaxWarpRowDim, true, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
@@ -119,13 +119,14 @@ const ProgramInfo kPrograms[] = {
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
-     false, 8, kAnyDim, true, false, DwOutput::kAtomic, "", BackwardKb,
-     nullptr, "", BackwardRowConfig, "gated backward (dx, dz), blocked FP32 dw sums, FP32 atomics"},
+     false, 8, kAnyDim, true, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
+     nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},
     {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true,
      DwOutput::kNone, "", DwReduce, nullptr, "",
      nullptr, "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
-    {"dw.cast", OP_UNSPECIFIED, Stage::kCast, true, 8, kAnyDim, true, true,
-     DwOutput::kNone, "", DwCast, nullptr, "", nullptr, "casts an FP32 dw accumulator to BF16 dw"},
+    {"dw.finish", OP_UNSPECIFIED, Stage::kFinish, true, 8, kAnyDim, true, true,
+     DwOutput::kNone, "", DwFinish, nullptr, "", nullptr,
+     "rounds the FP64 dw accumulator once into dw: FP32, BF16, or added into FP32"},
 };
 
 }  // namespace
@@ -144,7 +145,7 @@ absl::string_view StageName(Stage stage) {
     case Stage::kForward: return "forward";
     case Stage::kBackward: return "backward";
     case Stage::kReduce: return "reduce";
-    case Stage::kCast: return "cast";
+    case Stage::kFinish: return "finish";
   }
   return "?";
 }

@@ -22,14 +22,14 @@ enum class Stage {
   kForward,   // forward and recompute phases
   kBackward,  // dx (dz) and the dw sums
   kReduce,    // ordered reduce of dw partial rows into dw
-  kCast,      // FP32 dw accumulator into a BF16 dw
+  kFinish,    // FP64 dw accumulator into dw (store, cast or add)
 };
 
 // Where a backward program puts its dw sums.
 enum class DwOutput {
   kNone,      // forward, reduce, cast
   kPartials,  // one FP32 partial row per fixed row block; a reduce follows
-  kAtomic,    // FP32 atomics into a zeroed (or accumulated) FP32 buffer
+  kAtomic,    // FP64 atomics into a zeroed accumulator; a finish follows
 };
 
 struct Geometry {
@@ -53,7 +53,8 @@ struct ProgramInfo {
   bool heads;     // per-head views (contiguous and strided)
   bool residual;  // fused residual add
   DwOutput dw_output;
-  // kPartials: the program that reduces the partials.
+  // The program that turns the sums into dw: the ordered reduce of the
+  // partials (kPartials) or the finish of the accumulator (kAtomic).
   absl::string_view reduce_program;
   // Launch rule: geometry for a canonical spec on a device.
   Geometry (*geometry)(const StepSpec& spec, const TargetDevice& device);

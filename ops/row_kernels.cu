@@ -22,9 +22,6 @@ constexpr int MinBlocksOf(int tpr) {
 constexpr int MinBwdBlocksOf(int tpr) {
   return BlockOf(tpr) >= kBwdThreadsPerSm ? 1 : kBwdThreadsPerSm / BlockOf(tpr);
 }
-// Rows of a thread's share summed apart before they join its dw total, so
-// that the FP32 error of the dw sums grows with T / 32, not with T.
-constexpr int kDwBlockRows = 32;
 
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
   if (l.heads == 1) return r * l.token_stride;
@@ -179,7 +176,8 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
     RowBackward(const RowBackwardParams p) {
   constexpr int kBlock = BlockOf(TPR);
   constexpr int kRows = kBlock / TPR;
-  // [dim] the weight in FP32, then [kRows][dim] the fold when kRows > 1.
+  // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
+  // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned).
   extern __shared__ float smem[];
   __shared__ float scratch[kBlock / 32];
   const int lane = threadIdx.x % TPR;
@@ -189,7 +187,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
   const float inv_dim = 1.0f / static_cast<float>(dim);
   const bool gate = p.z != nullptr;
   float* const wsm = smem;
-  float* const fold = smem + dim;
+  double* const fold = reinterpret_cast<double*>(smem + dim);
 
   for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
     float f[8];
@@ -202,13 +200,14 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
   for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
     const int64_t begin = b * p.rows_per_block;
     const int64_t end = min(p.layout.rows, begin + p.rows_per_block);
-    float total[VPT][8], part[VPT][8];
+    // Kahan sums: the dw total of this thread's columns and its running
+    // compensation (the low part lost so far, negated).
+    float total[VPT][8], comp[VPT][8];
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) total[i][j] = part[i][j] = 0.f;
+      for (int j = 0; j < 8; ++j) total[i][j] = comp[i][j] = 0.f;
     }
-    int in_part = 0;
     for (int64_t base = begin; base < end; base += kRows) {
       const int64_t row = base + group;
       const bool active = row < end;
@@ -268,7 +267,10 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
           const float s = gate ? zf[j] * sig : 1.f;
           dxf[j] = rstd * (dyf[j] * wj * s - xhat * mean);
           dzf[j] = dyf[j] * xhat * wj * sig * (1.f + zf[j] * (1.f - sig));
-          part[i][j] += dyf[j] * xhat * s;
+          const float term = dyf[j] * xhat * s - comp[i][j];
+          const float t = total[i][j] + term;
+          comp[i][j] = (t - total[i][j]) - term;
+          total[i][j] = t;
         }
         if (!active) continue;
         if (p.dh_in != nullptr) {
@@ -280,37 +282,25 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
         dx[v] = Pack(dxf);
         if (gate) dz[v] = Pack(dzf);
       }
-      if (++in_part == kDwBlockRows) {
-#pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            total[i][j] += part[i][j];
-            part[i][j] = 0.f;
-          }
-        }
-        in_part = 0;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) total[i][j] += part[i][j];
     }
 
-    // The block's dw row: its row groups folded in a fixed order.
+    // The block's dw row: its row groups folded in FP64 in a fixed order.
     if constexpr (kRows == 1) {
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * TPR;
         if (v >= vecs) continue;
-        if (p.atomic) {
+        float out[8];
 #pragma unroll
-          for (int j = 0; j < 8; ++j) atomicAdd(p.dw_out + v * 8 + j, total[i][j]);
-        } else {
-          float4* out = reinterpret_cast<float4*>(p.dw_out + b * dim) + 2 * v;
-          out[0] = make_float4(total[i][0], total[i][1], total[i][2], total[i][3]);
-          out[1] = make_float4(total[i][4], total[i][5], total[i][6], total[i][7]);
+        for (int j = 0; j < 8; ++j) {
+          const double sum = static_cast<double>(total[i][j]) - comp[i][j];
+          if (p.acc != nullptr) atomicAdd(p.acc + v * 8 + j, sum);
+          out[j] = static_cast<float>(sum);
+        }
+        if (p.acc == nullptr) {
+          float4* dst = reinterpret_cast<float4*>(p.partials + b * dim) + 2 * v;
+          dst[0] = make_float4(out[0], out[1], out[2], out[3]);
+          dst[1] = make_float4(out[4], out[5], out[6], out[7]);
         }
       }
     } else {
@@ -320,47 +310,53 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
         const int64_t v = lane + int64_t{i} * TPR;
         if (v >= vecs) continue;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) fold[group * dim + v * 8 + j] = total[i][j];
+        for (int j = 0; j < 8; ++j) {
+          fold[group * dim + v * 8 + j] = static_cast<double>(total[i][j]) - comp[i][j];
+        }
       }
       __syncthreads();
       for (int64_t c = threadIdx.x; c < dim; c += kBlock) {
-        float sum = 0.f;
+        double sum = 0.0;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum += fold[r * dim + c];
-        if (p.atomic) {
-          atomicAdd(p.dw_out + c, sum);
+        if (p.acc != nullptr) {
+          atomicAdd(p.acc + c, sum);
         } else {
-          p.dw_out[b * dim + c] = sum;
+          p.partials[b * dim + c] = static_cast<float>(sum);
         }
       }
     }
   }
 }
 
+__device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int store) {
+  switch (store) {
+    case kDwStoreFp32: static_cast<float*>(dw)[c] = static_cast<float>(sum); break;
+    case kDwStoreBf16: static_cast<__nv_bfloat16*>(dw)[c] = __double2bfloat16(sum); break;
+    default: static_cast<float*>(dw)[c] = static_cast<float>(static_cast<float*>(dw)[c] + sum); break;
+  }
+}
+
 __global__ void __launch_bounds__(256) DwReduce(const DwReduceParams p) {
-  __shared__ float lanes[8][33];
+  __shared__ double lanes[8][33];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
-  float acc = 0.f;
+  double acc = 0.0;
   if (c < p.dim) {
     for (int64_t q = threadIdx.y; q < p.count; q += 8) acc += p.partials[q * p.dim + c];
   }
   lanes[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y != 0 || c >= p.dim) return;
-  const float* s = &lanes[0][threadIdx.x];
+  const double* s = &lanes[0][threadIdx.x];
   constexpr int k = 33;  // row pitch of lanes
-  const float sum = ((s[0 * k] + s[1 * k]) + (s[2 * k] + s[3 * k])) +
-                    ((s[4 * k] + s[5 * k]) + (s[6 * k] + s[7 * k]));
-  switch (p.store) {
-    case kDwStoreFp32: static_cast<float*>(p.dw)[c] = sum; break;
-    case kDwStoreBf16: static_cast<__nv_bfloat16*>(p.dw)[c] = __float2bfloat16_rn(sum); break;
-    default: static_cast<float*>(p.dw)[c] += sum; break;
-  }
+  const double sum = ((s[0 * k] + s[1 * k]) + (s[2 * k] + s[3 * k])) +
+                     ((s[4 * k] + s[5 * k]) + (s[6 * k] + s[7 * k]));
+  StoreDw(p.dw, c, sum, p.store);
 }
 
-__global__ void __launch_bounds__(256) DwCast(const DwCastParams p) {
+__global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (c < p.dim) static_cast<__nv_bfloat16*>(p.dw)[c] = __float2bfloat16_rn(p.acc[c]);
+  if (c < p.dim) StoreDw(p.dw, c, p.acc[c], p.store);
 }
 
 }  // namespace
@@ -387,6 +383,6 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread) {
 }
 
 const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
-const void* DwCastKernel() { return reinterpret_cast<const void*>(&DwCast); }
+const void* DwFinishKernel() { return reinterpret_cast<const void*>(&DwFinish); }
 
 }  // namespace cake

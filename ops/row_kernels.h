@@ -36,11 +36,12 @@ struct RowForwardParams {
   int w_fp32;
 };
 
-// Backward over a partition of rows into blocks of rows_per_block: block b
-// sums its rows' dw terms in FP32 (blocked: every 32 rows of a thread's
-// share are summed apart and then added to its total) and either writes one
-// partial row dw_out[b * dim + c] (det) or adds it into dw_out[c] with FP32
-// atomics (kb). Per row, with xhat = x * rstd and g = dy * w [* silu(z)]:
+// Backward over a partition of rows into blocks of rows_per_block: each
+// thread sums its rows' dw terms in FP32 with Kahan compensation, the row
+// groups of a CTA are folded in FP64, and block b either writes one FP32
+// partial row partials[b * dim + c] (det) or adds its sum into acc[c] with
+// FP64 atomics (kb). No FP32 sum ever runs over more than one thread's rows
+// uncompensated, so the dw error does not grow with T. Per row, with xhat = x * rstd and g = dy * w [* silu(z)]:
 //   dx = rstd * (g - xhat * mean(g * xhat)) [+ dh_in]
 //   dz = dy * xhat * w * silu'(z)                      (gate)
 //   dw += dy * xhat [* silu(z)]
@@ -56,17 +57,18 @@ struct RowBackwardParams {
   const float* rstd;
   void* dx;
   void* dz;  // BF16, with the gate
-  float* dw_out;
+  float* partials;  // det: [blocks][dim], or null
+  double* acc;      // kb: [dim] zeroed FP64 accumulator, or null
   int64_t rows_per_block;
   int64_t blocks;
   int w_fp32;
-  int atomic;  // 0: partial rows (det), 1: FP32 atomics (kb)
 };
 
 enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
 
-// dw[c] = sum over p of partials[p * dim + c], in a fixed order: lane y of 8
-// sums p = y, y + 8, ... in sequence, then the 8 sums are added pairwise.
+// dw[c] = sum over p of partials[p * dim + c] in FP64, in a fixed order: lane
+// y of 8 sums p = y, y + 8, ... in sequence, then the 8 sums are added
+// pairwise; rounded once into dw.
 struct DwReduceParams {
   const float* partials;
   int64_t count;
@@ -75,18 +77,19 @@ struct DwReduceParams {
   int store;  // DwStore
 };
 
-// dw[c] = bf16(acc[c]).
-struct DwCastParams {
-  const float* acc;
+// dw[c] = acc[c] rounded once to FP32 or BF16, or dw[c] += acc[c] (FP32).
+struct DwFinishParams {
+  const double* acc;
   int64_t dim;
   void* dw;
+  int store;  // DwStore
 };
 
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread);
 const void* DwReduceKernel();
-const void* DwCastKernel();
+const void* DwFinishKernel();
 
 }  // namespace cake
 

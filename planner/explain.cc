@@ -63,10 +63,8 @@ std::string Explain(const Plan& plan) {
     for (int d : l.depends_on()) deps.push_back(absl::StrCat(d));
     const std::string after = deps.empty() ? "" : absl::StrCat(" after [", absl::StrJoin(deps, ","), "]");
     if (l.kind() == MEMSET) {
-      absl::StrAppend(&out, "  [", l.index(), "] ", Phase_Name(l.phase()), "  memset ",
-                      l.memset_target() == MEMSET_TARGET_DW ? "dw"
-                                                            : absl::StrCat("workspace ", l.region()),
-                      ", ", Bytes(l.memset_bytes()), after, "\n");
+      absl::StrAppend(&out, "  [", l.index(), "] ", Phase_Name(l.phase()), "  memset workspace ",
+                      l.region(), ", ", Bytes(l.memset_bytes()), after, "\n");
     } else {
       absl::StrAppend(&out, "  [", l.index(), "] ", Phase_Name(l.phase()), "  ", l.program(),
                       "  grid ", Dims(l.grid()), " block ", Dims(l.block()), " smem ",

@@ -39,10 +39,9 @@ class PlanBuilder {
     return l->index();
   }
 
-  int AddMemset(MemsetTarget target, absl::string_view region, int64_t bytes, std::string reason) {
+  int AddMemset(absl::string_view region, int64_t bytes, std::string reason) {
     Launch* l = NewLaunch(MEMSET, BACKWARD, {}, std::move(reason));
     l->set_program("memset");
-    l->set_memset_target(target);
     l->set_region(std::string(region));
     l->set_memset_bytes(bytes);
     return l->index();
@@ -75,56 +74,39 @@ class PlanBuilder {
   const TargetDevice& target_;
 };
 
-constexpr char kDwAccum[] = "dw_accum";
+constexpr char kDwAcc[] = "dw_acc";
 
-// The backward program and its companions. `after` is the last launch of the
-// phases before; returns the last launch of the backward.
+// The backward program and the launch that turns its sums into dw. `after`
+// is the last launch of the phases before; returns the last launch of the
+// backward.
 absl::StatusOr<int> AddBackward(PlanBuilder& b, const RoutingTable& table, const StepSpec& spec,
                                 int after, Plan* plan) {
   CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(table, spec, PHASE_KIND_BACKWARD));
   if (route.default_rule) plan->add_notes(absl::StrCat("backward: ", route.reason));
   const ProgramInfo& program = *route.program;
-  const int64_t dw_bytes = spec.layout().dim() * 4;
-  switch (program.dw_output) {
-    case DwOutput::kPartials: {
-      const ProgramInfo* reduce = FindProgram(program.reduce_program);
-      if (reduce == nullptr) {
-        return absl::InternalError(absl::StrCat(program.id, " names missing reduce program ",
-                                                program.reduce_program));
-      }
-      const int k = b.AddKernel(program, BACKWARD, {after}, route.reason, program.workspace_region);
-      return b.AddKernel(*reduce, BACKWARD, {k},
-                         absl::StrCat("reduces the dw partial rows of launch ", k,
-                                      " in a fixed order into dw (",
-                                      spec.accumulate_dw() ? "added into FP32"
-                                                           : DType_Name(spec.dw_dtype()),
-                                      ")"),
-                         program.workspace_region);
-    }
-    case DwOutput::kAtomic: {
-      if (spec.accumulate_dw()) {
-        return b.AddKernel(program, BACKWARD, {after},
-                           absl::StrCat(route.reason, "; adds into the caller's FP32 dw"));
-      }
-      if (spec.dw_dtype() == FP32) {
-        const int m = b.AddMemset(MEMSET_TARGET_DW, "", dw_bytes,
-                                  absl::StrCat("zeroes dw for the FP32 atomics of ", program.id));
-        return b.AddKernel(program, BACKWARD, {after, m}, route.reason);
-      }
-      b.AddRegion(kDwAccum, dw_bytes, true);
-      const int m = b.AddMemset(MEMSET_TARGET_WORKSPACE, kDwAccum, dw_bytes,
-                                absl::StrCat("zeroes the FP32 dw accumulator of ", program.id));
-      const int k = b.AddKernel(program, BACKWARD, {after, m}, route.reason, kDwAccum);
-      const ProgramInfo* cast = FindProgram("dw.cast");
-      return b.AddKernel(*cast, BACKWARD, {k},
-                         absl::StrCat("casts the FP32 dw accumulator to ",
-                                      DType_Name(spec.dw_dtype())),
-                         kDwAccum);
-    }
-    case DwOutput::kNone:
-      break;
+  const ProgramInfo* finish = FindProgram(program.reduce_program);
+  if (program.dw_output == DwOutput::kNone || finish == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(program.id, " is routed as a backward but names no dw reduce or finish"));
   }
-  return absl::InternalError(absl::StrCat(program.id, " is routed as a backward but sums no dw"));
+  const std::string dw = spec.accumulate_dw()
+                             ? "added into the caller's FP32 dw"
+                             : absl::StrCat("written as ", DType_Name(spec.dw_dtype()));
+  if (program.dw_output == DwOutput::kPartials) {
+    const int k = b.AddKernel(program, BACKWARD, {after}, route.reason, program.workspace_region);
+    return b.AddKernel(*finish, BACKWARD, {k},
+                       absl::StrCat("sums the dw partial rows of launch ", k,
+                                    " in FP64 in a fixed order; dw ", dw),
+                       program.workspace_region);
+  }
+  const int64_t acc_bytes = spec.layout().dim() * 8;
+  b.AddRegion(kDwAcc, acc_bytes, true);
+  const int m = b.AddMemset(kDwAcc, acc_bytes,
+                            absl::StrCat("zeroes the FP64 dw accumulator of ", program.id));
+  const int k = b.AddKernel(program, BACKWARD, {after, m}, route.reason, kDwAcc);
+  return b.AddKernel(*finish, BACKWARD, {k},
+                     absl::StrCat("rounds the FP64 dw accumulator of launch ", k, " once; dw ", dw),
+                     kDwAcc);
 }
 
 // FNV-1a, 64-bit, from a given offset basis.

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "ops/row_config.h"
 #include "planner/validate.h"
 #include "tests/testing/specs.h"
@@ -61,43 +62,40 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   for (const Launch& l : plan.launches()) EXPECT_FALSE(l.reason().empty());
 }
 
-TEST(PlannerTest, NondeterministicFp32DwZeroesDwThenAddsIntoIt) {
-  const Plan plan = MustPlan(RowsSpec(4096, 2048, false));
-  EXPECT_THAT(Programs(plan),
-              ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset", "rmsnorm.bwd.kb"));
-  const Launch& memset = plan.launches(2);
-  EXPECT_EQ(memset.kind(), MEMSET);
-  EXPECT_EQ(memset.memset_target(), MEMSET_TARGET_DW);
-  EXPECT_EQ(memset.memset_bytes(), 2048 * 4);
-  EXPECT_THAT(Deps(memset), ElementsAre()) << "the memset can overlap the forward";
-  EXPECT_THAT(Deps(plan.launches(3)), ElementsAre(1, 2));
-  EXPECT_EQ(plan.workspace_bytes(), 0);
+TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
+  for (DType dw : {FP32, BF16}) {
+    StepSpec spec = RowsSpec(4096, 2048, false);
+    spec.set_dw_dtype(dw);
+    const Plan plan = MustPlan(spec);
+    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
+                                            "rmsnorm.bwd.kb", "dw.finish"));
+    ASSERT_EQ(plan.workspace_size(), 1);
+    const WorkspaceRegion& r = plan.workspace(0);
+    EXPECT_EQ(r.name(), "dw_acc");
+    EXPECT_EQ(r.bytes(), 2048 * 8);
+    EXPECT_TRUE(r.zero_init());
+    const Launch& memset = plan.launches(2);
+    EXPECT_EQ(memset.kind(), MEMSET);
+    EXPECT_EQ(memset.region(), "dw_acc");
+    EXPECT_EQ(memset.memset_bytes(), 2048 * 8);
+    EXPECT_THAT(Deps(memset), ElementsAre()) << "the memset can overlap the forward";
+    EXPECT_THAT(Deps(plan.launches(3)), ElementsAre(1, 2));
+    EXPECT_THAT(Deps(plan.launches(4)), ElementsAre(3));
+    EXPECT_EQ(plan.launches(3).region(), "dw_acc");
+    EXPECT_EQ(plan.launches(4).region(), "dw_acc");
+    EXPECT_THAT(plan.launches(4).reason(), HasSubstr(absl::StrCat("written as ", DType_Name(dw))));
+  }
 }
 
-TEST(PlannerTest, NondeterministicBf16DwAccumulatesInWorkspaceThenCasts) {
-  StepSpec spec = RowsSpec(4096, 2048, false);
-  spec.set_dw_dtype(BF16);
-  const Plan plan = MustPlan(spec);
-  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
-                                          "rmsnorm.bwd.kb", "dw.cast"));
-  ASSERT_EQ(plan.workspace_size(), 1);
-  const WorkspaceRegion& r = plan.workspace(0);
-  EXPECT_EQ(r.name(), "dw_accum");
-  EXPECT_TRUE(r.zero_init());
-  EXPECT_EQ(plan.launches(2).memset_target(), MEMSET_TARGET_WORKSPACE);
-  EXPECT_EQ(plan.launches(2).region(), "dw_accum");
-  EXPECT_EQ(plan.launches(3).region(), "dw_accum");
-  EXPECT_EQ(plan.launches(4).region(), "dw_accum");
-  EXPECT_THAT(Deps(plan.launches(4)), ElementsAre(3));
-}
-
-TEST(PlannerTest, AccumulateDwNeedsNoMemset) {
-  StepSpec spec = RowsSpec(4096, 2048, false, {BACKWARD});
-  spec.set_accumulate_dw(true);
-  const Plan plan = MustPlan(spec);
-  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.bwd.kb"));
-  EXPECT_THAT(Deps(plan.launches(0)), ElementsAre());
-  EXPECT_THAT(plan.launches(0).reason(), HasSubstr("adds into the caller's FP32 dw"));
+TEST(PlannerTest, AccumulateDwIsSaidInTheFinalLaunch) {
+  for (bool det : {false, true}) {
+    StepSpec spec = RowsSpec(4096, 2048, det, {BACKWARD});
+    spec.set_accumulate_dw(true);
+    const Plan plan = MustPlan(spec);
+    EXPECT_THAT(Deps(plan.launches(0)), ElementsAre());
+    EXPECT_THAT(plan.launches(plan.launches_size() - 1).reason(),
+                HasSubstr("added into the caller's FP32 dw"));
+  }
 }
 
 TEST(PlannerTest, EveryZeroInitRegionHasOneMemsetBeforeItsUsers) {

@@ -59,8 +59,9 @@ HostRef CpuReference(const RefInputs& in);
 // The GPU reference's dense FP64 y and dx of the same inputs.
 HostRef GpuReference(const RefInputs& in);
 
-// |a - b| / (1e-4 + 1e-4 * |ref|) over dw, worst element.
-double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref);
+// |dw - ref| / (1e-4 + 1e-4 * |ref|) over dw, worst element. A BF16 dw is
+// allowed one BF16 rounding on top: 1e-4 + (1e-4 + 2^-9) * |ref|.
+double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref, bool bf16 = false);
 
 // Number of differing bytes between two device buffers.
 int64_t CountDiff(const void* a, const void* b, int64_t bytes);

@@ -1,0 +1,50 @@
+// The timing core of the benchmark: cold L2 between timed spans, CUDA-event
+// spans, medians, and the device-to-device copy bandwidth of the same run as
+// the speed of light.
+#ifndef CAKE_BENCH_TIMING_H_
+#define CAKE_BENCH_TIMING_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace cake::bench {
+
+// A buffer of twice the device's L2; Flush() writes all of it, so whatever
+// the timed work touched before is out of L2.
+class ColdL2 {
+ public:
+  static absl::StatusOr<ColdL2> Create();
+  ColdL2(ColdL2&& other) noexcept;
+  ColdL2& operator=(ColdL2&&) = delete;
+  ~ColdL2();
+  absl::Status Flush(cudaStream_t stream);
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  ColdL2(void* buffer, int64_t bytes) : buffer_(buffer), bytes_(bytes) {}
+  void* buffer_;
+  int64_t bytes_;
+};
+
+// Times `work` on `stream` `reps` times with CUDA events around each span,
+// flushing L2 and synchronizing before each (outside the span). Returns the
+// spans in microseconds, after `warmup` untimed runs.
+absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(cudaStream_t)>& work,
+                                              ColdL2& l2, cudaStream_t stream, int reps,
+                                              int warmup = 3);
+
+double Median(std::vector<double> v);
+
+// Bytes read plus bytes written per second of a device-to-device
+// cudaMemcpyAsync of `bytes`, median of `reps`.
+absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20);
+
+}  // namespace cake::bench
+
+#endif  // CAKE_BENCH_TIMING_H_
