@@ -27,14 +27,19 @@ Geometry PersistentRows(const RowConfig& cfg, int64_t rows, const TargetDevice& 
   return g;
 }
 
+// The forward keeps the weight in shared memory as FP32.
 Geometry ForwardWarp(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
-  return PersistentRows(WarpRowConfig(s.dim), s.rows(), device);
+  Geometry g = PersistentRows(WarpRowConfig(s.dim), s.rows(), device);
+  g.dynamic_smem_bytes = static_cast<int32_t>(s.dim * 4);
+  return g;
 }
 
 Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
-  return PersistentRows(CtaRowConfig(s.dim), s.rows(), device);
+  Geometry g = PersistentRows(CtaRowConfig(s.dim), s.rows(), device);
+  g.dynamic_smem_bytes = static_cast<int32_t>(s.dim * 4);
+  return g;
 }
 
 // The backward keeps the weight in shared memory as FP32 and folds its row

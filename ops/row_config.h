@@ -13,11 +13,13 @@ namespace cake {
 
 inline constexpr int kVecElems = 8;          // BF16 elements per 16-byte vector
 inline constexpr int kMaxVecsPerThread = 4;  // the row stays in registers
-inline constexpr int kMinBlock = 256;
+inline constexpr int kWarpBlock = 256;       // CTA of the warp-per-row configs
+inline constexpr int kMaxCtasPerSm = 32;
 // Threads resident per SM that the launch bounds of the row kernels allow.
-// Forward: 1024, 64 registers per thread for the packed row and its weight.
-// Backward: 512, 128 registers for the packed x and dy rows and two FP32 dw
-// sums per column (the weight sits in shared memory).
+// Forward: 1024, 64 registers per thread for the packed row and the next
+// row in flight (the weight sits in shared memory).
+// Backward: 512, 128 registers for the packed x and dy rows and a Kahan dw
+// sum (two FP32 values) per column.
 inline constexpr int kThreadsPerSm = 1024;
 inline constexpr int kBwdThreadsPerSm = 512;
 inline constexpr int64_t kMaxDim = 16384;
@@ -25,12 +27,13 @@ inline constexpr int64_t kMaxDim = 16384;
 inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
 
 struct RowConfig {
-  int threads_per_row = 0;  // a power of two, 8..1024
+  int threads_per_row = 0;  // a power of two, 8..512
   int vecs_per_thread = 0;  // 1, 2 or 4
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
   constexpr int ctas_per_sm(int threads_per_sm = kThreadsPerSm) const {
-    return block >= threads_per_sm ? 1 : threads_per_sm / block;
+    const int n = block >= threads_per_sm ? 1 : threads_per_sm / block;
+    return n > kMaxCtasPerSm ? kMaxCtasPerSm : n;
   }
 };
 
@@ -42,32 +45,45 @@ constexpr int NextPow2(int64_t v) {
 
 constexpr int RoundVecs(int64_t v) { return v <= 1 ? 1 : v <= 2 ? 2 : 4; }
 
+// The CTA of a config: 256 threads holding several rows when a row fits in
+// a warp (its reductions stay inside the warp), else exactly one row, so
+// the CTA-wide barriers of its reductions never wait for another row.
+constexpr int BlockOf(int threads_per_row) {
+  return threads_per_row <= 32 ? kWarpBlock : threads_per_row;
+}
+
+constexpr RowConfig MakeRowConfig(int64_t dim, int threads_per_row) {
+  RowConfig c;
+  c.threads_per_row = threads_per_row;
+  c.vecs_per_thread = RoundVecs((dim / kVecElems + threads_per_row - 1) / threads_per_row);
+  c.block = BlockOf(threads_per_row);
+  return c;
+}
+
 // Sub-warp or warp per row: dim <= kMaxWarpRowDim.
 constexpr RowConfig WarpRowConfig(int64_t dim) {
-  const int64_t vecs = dim / kVecElems;
-  RowConfig c;
-  c.threads_per_row = NextPow2(vecs) < 32 ? NextPow2(vecs) : 32;
-  c.vecs_per_thread = RoundVecs((vecs + c.threads_per_row - 1) / c.threads_per_row);
-  if (c.threads_per_row < 8) c.threads_per_row = 8;
-  c.block = kMinBlock;
-  return c;
+  const int tpr = NextPow2(dim / kVecElems);
+  return MakeRowConfig(dim, tpr < 8 ? 8 : tpr > 32 ? 32 : tpr);
 }
 
-// Several warps per row: 64 threads or more, each with up to 4 vectors.
-constexpr RowConfig CtaRowConfig(int64_t dim) {
-  const int64_t vecs = dim / kVecElems;
-  RowConfig c;
-  int tpr = NextPow2((vecs + kMaxVecsPerThread - 1) / kMaxVecsPerThread);
-  c.threads_per_row = tpr < 64 ? 64 : tpr;
-  c.vecs_per_thread = RoundVecs((vecs + c.threads_per_row - 1) / c.threads_per_row);
-  c.block = c.threads_per_row < kMinBlock ? kMinBlock : c.threads_per_row;
-  return c;
+// Several warps per row: the fewest threads (64 or more) that hold the row
+// with up to `max_vecs` vectors each.
+constexpr RowConfig WideRowConfig(int64_t dim, int max_vecs) {
+  const int tpr = NextPow2((dim / kVecElems + max_vecs - 1) / max_vecs);
+  return MakeRowConfig(dim, tpr < 64 ? 64 : tpr);
 }
 
-// The backward holds the row, dy and the dw sums: warp rows up to
-// kMaxWarpRowDim, several warps per row above.
+// The forward holds only the packed row (and the next one in flight): up to
+// 4 vectors per thread.
+constexpr RowConfig CtaRowConfig(int64_t dim) { return WideRowConfig(dim, kMaxVecsPerThread); }
+
+// The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
+// per thread (a warp holds rows up to 512) while 512 threads suffice
+// (dim <= 8192), 4 above.
+inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
 constexpr RowConfig BackwardRowConfig(int64_t dim) {
-  return dim <= kMaxWarpRowDim ? WarpRowConfig(dim) : CtaRowConfig(dim);
+  if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
+  return dim <= 512 * 2 * kVecElems ? WideRowConfig(dim, 2) : WideRowConfig(dim, 4);
 }
 
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

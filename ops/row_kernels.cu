@@ -15,7 +15,6 @@
 namespace cake {
 namespace {
 
-constexpr int BlockOf(int tpr) { return tpr < kMinBlock ? kMinBlock : tpr; }
 constexpr int MinBlocksOf(int tpr) {
   return BlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / BlockOf(tpr);
 }
@@ -83,40 +82,58 @@ __device__ __forceinline__ float GroupSum(float v, float* scratch) {
   }
 }
 
+// The packed vectors of row `row` at `base` (zeros where the row or the
+// vector is out of range).
+template <int TPR, int VPT>
+__device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool active, int lane,
+                                        int64_t vecs, uint4 (&out)[VPT]) {
+  const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t v = lane + int64_t{i} * TPR;
+    out[i] = active && v < vecs ? src[v] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <int TPR, int VPT>
 __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
     RowForward(const RowForwardParams p) {
   constexpr int kBlock = BlockOf(TPR);
   constexpr int kRows = kBlock / TPR;
+  extern __shared__ float wsm[];  // [dim] the weight in FP32
   __shared__ float scratch[kBlock / 32];
   const int lane = threadIdx.x % TPR;
   const int group = threadIdx.x / TPR;
+  const int64_t rows = p.layout.rows;
   const int64_t vecs = p.layout.dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(p.layout.dim);
 
-  float w[VPT][8];
+  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
+    float f[8];
+    LoadWeight(p.w, p.w_fp32, v, f);
 #pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int64_t v = lane + int64_t{i} * TPR;
-    if (v < vecs) {
-      LoadWeight(p.w, p.w_fp32, v, w[i]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) w[i][j] = 0.f;
-    }
+    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
   }
+  __syncthreads();
 
-  const int64_t groups = (p.layout.rows + kRows - 1) / kRows;
-  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+  // Each CTA walks row groups g, g + grid, ...; the x of the next group is
+  // loaded before the current one is reduced, so a load is always in flight.
+  const int64_t groups = (rows + kRows - 1) / kRows;
+  int64_t g = blockIdx.x;
+  uint4 raw[VPT];
+  {
     const int64_t row = g * kRows + group;
-    const bool active = row < p.layout.rows;
+    LoadRow<TPR, VPT>(p.x, row < rows ? RowOffset(p.layout, row) : 0, row < rows, lane, vecs, raw);
+  }
+  for (; g < groups; g += gridDim.x) {
+    const int64_t row = g * kRows + group;
+    const bool active = row < rows;
     const int64_t off = active ? RowOffset(p.layout, row) : 0;
-    const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
-    uint4 raw[VPT];
-#pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      const int64_t v = lane + int64_t{i} * TPR;
-      raw[i] = active && v < vecs ? x[v] : make_uint4(0, 0, 0, 0);
+    uint4 next[VPT];
+    {
+      const int64_t nrow = (g + gridDim.x) * kRows + group;
+      const bool nactive = g + gridDim.x < groups && nrow < rows;
+      LoadRow<TPR, VPT>(p.x, nactive ? RowOffset(p.layout, nrow) : 0, nactive, lane, vecs, next);
     }
     if (p.residual != nullptr) {
       const uint4* r =
@@ -136,8 +153,6 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
         }
       }
     }
-    // Two passes over the packed row: registers hold 16 bytes per vector
-    // instead of 32.
     float ss = 0.f;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
@@ -158,7 +173,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
       float out[8];
       Unpack(raw[i], out);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * w[i][j];
+      for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wsm[v * 8 + j];
       if (p.z != nullptr) {
         float zf[8];
         Unpack(z[v], zf);
@@ -168,6 +183,8 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
       y[v] = Pack(out);
     }
     if (active && lane == 0) p.rstd[row] = rstd;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) raw[i] = next[i];
   }
 }
 
@@ -361,15 +378,18 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
 
 }  // namespace
 
-// The row configs that WarpRowConfig and CtaRowConfig produce for dims 8..16384
+// The row configs the launch rules produce for dims 8..16384
 // (tests/ops/registry_test.cc checks that every dim finds its kernel).
-#define CAKE_ROW_CONFIGS(X) \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) X(256, 4) X(512, 4)
+#define CAKE_FWD_CONFIGS(X)                                                          \
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) \
+  X(256, 4) X(512, 4)
+#define CAKE_BWD_CONFIGS(X) \
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4)
 
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 #define CAKE_FWD(T, V) \
   if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowForward<T, V>);
-  CAKE_ROW_CONFIGS(CAKE_FWD)
+  CAKE_FWD_CONFIGS(CAKE_FWD)
 #undef CAKE_FWD
   return nullptr;
 }
@@ -377,7 +397,7 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread) {
 #define CAKE_BWD(T, V) \
   if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowBackward<T, V>);
-  CAKE_ROW_CONFIGS(CAKE_BWD)
+  CAKE_BWD_CONFIGS(CAKE_BWD)
 #undef CAKE_BWD
   return nullptr;
 }

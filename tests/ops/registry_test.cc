@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "ops/row_config.h"
+#include "ops/row_kernels.h"
 #include "planner/validate.h"
 #include "tests/testing/specs.h"
 
@@ -35,22 +36,34 @@ TEST(RegistryTest, IdsAreUniqueAndWellFormed) {
   EXPECT_EQ(FindProgram("rmsnorm.fwd.v0"), nullptr);
 }
 
-TEST(RowConfigTest, EveryDimFitsItsRowConfig) {
+TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
   for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
-    for (const RowConfig c : {CtaRowConfig(dim), BackwardRowConfig(dim)}) {
+    const RowConfig fwd = CtaRowConfig(dim), bwd = BackwardRowConfig(dim);
+    for (const RowConfig c : {fwd, bwd}) {
       ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
       ASSERT_LE(c.vecs_per_thread, kMaxVecsPerThread);
       ASSERT_EQ(c.block % c.threads_per_row, 0);
       ASSERT_LE(c.block, 1024);
-      // The fewest threads that hold the row: half as many would not.
-      if (c.threads_per_row > 64) {
-        ASSERT_LT(int64_t{c.threads_per_row / 2} * kMaxVecsPerThread * kVecElems, dim) << dim;
+      // Wide rows get a CTA each, so their barriers wait for no other row.
+      if (c.threads_per_row > 32) {
+        ASSERT_EQ(c.rows_per_cta(), 1) << dim;
       }
     }
+    // The fewest threads that hold the row: half as many would not.
+    if (fwd.threads_per_row > 64) {
+      ASSERT_LT(int64_t{fwd.threads_per_row / 2} * kMaxVecsPerThread * kVecElems, dim) << dim;
+    }
+    // The backward holds at most 2 vectors per thread up to dim 8192.
+    if (dim <= 8192) {
+      ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
+    }
+    ASSERT_NE(RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread), nullptr) << dim;
+    ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread), nullptr) << dim;
     if (dim <= kMaxWarpRowDim) {
       const RowConfig w = WarpRowConfig(dim);
       ASSERT_LE(w.threads_per_row, 32);
       ASSERT_GE(int64_t{w.threads_per_row} * w.vecs_per_thread * kVecElems, dim) << dim;
+      ASSERT_NE(RowForwardKernel(w.threads_per_row, w.vecs_per_thread), nullptr) << dim;
     }
   }
 }

@@ -331,7 +331,7 @@ HostRef CpuReference(const RefInputs& in) {
 }
 
 double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref, bool bf16) {
-  const double rtol = 1e-4 + (bf16 ? std::ldexp(1.0, -9) : 0.0);
+  const double rtol = 1e-4 + (bf16 ? std::ldexp(1.0, -8) : 0.0);
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double err = std::fabs(dw[i] - ref[i]);

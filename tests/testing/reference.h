@@ -60,7 +60,8 @@ HostRef CpuReference(const RefInputs& in);
 HostRef GpuReference(const RefInputs& in);
 
 // |dw - ref| / (1e-4 + 1e-4 * |ref|) over dw, worst element. A BF16 dw is
-// allowed one BF16 rounding on top: 1e-4 + (1e-4 + 2^-9) * |ref|.
+// allowed one BF16 rounding on top (half an ulp, at most 2^-8 of the value):
+// 1e-4 + (1e-4 + 2^-8) * |ref|.
 double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref, bool bf16 = false);
 
 // Number of differing bytes between two device buffers.
