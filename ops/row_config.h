@@ -91,10 +91,13 @@ constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 // The deterministic backward's row partition: a function of (rows, dim) only,
 // never of the SM count or the grid, so its dw partial rows and their reduce
-// order are the same on every device and grid size. 256 blocks keep the
-// partials of the widest rows (16384) at 16 MB, inside L2 for the reduce,
-// and give every SM of an H200 about two blocks.
-inline constexpr int64_t kDetTargetPartials = 256;
+// order are the same on every device and grid size. The target count of
+// blocks is 256 per backward CTA an SM holds at that dim (2 to 8): about two
+// blocks per resident CTA on an H200, with the partials at most 16 MB (dim
+// 16384), inside L2 for the reduce.
+constexpr int64_t DetTargetPartials(int64_t dim) {
+  return int64_t{256} * BackwardRowConfig(dim).ctas_per_sm(kBwdThreadsPerSm);
+}
 
 struct DetPartition {
   int64_t rows_per_block = 0;
@@ -104,7 +107,7 @@ struct DetPartition {
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
   const int64_t rows_per_cta = BackwardRowConfig(dim).rows_per_cta();
   DetPartition p;
-  const int64_t per_block = CeilDiv(rows, kDetTargetPartials);
+  const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim));
   p.rows_per_block = RoundUp(per_block < 1 ? 1 : per_block, rows_per_cta);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;

@@ -46,6 +46,10 @@ __device__ __forceinline__ uint4 Pack(const float (&f)[8]) {
   return v;
 }
 
+// Activations are touched once per launch: stream them past L2 (evict
+// first) so they do not push out what is reused (the weight, rstd, sums).
+__device__ __forceinline__ void Store(uint4* dst, const uint4& v) { __stcs(dst, v); }
+
 __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
   if (w_fp32) {
     const float4* p = reinterpret_cast<const float4*>(w) + 2 * v;
@@ -91,7 +95,7 @@ __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool acti
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int64_t v = lane + int64_t{i} * TPR;
-    out[i] = active && v < vecs ? src[v] : make_uint4(0, 0, 0, 0);
+    out[i] = active && v < vecs ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -145,11 +149,11 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
         if (active && v < vecs) {
           float a[8], b[8];
           Unpack(raw[i], a);
-          Unpack(r[v], b);
+          Unpack(__ldcs(r + v), b);
 #pragma unroll
           for (int j = 0; j < 8; ++j) a[j] += b[j];
           raw[i] = Pack(a);  // normalize h as rounded
-          h[v] = raw[i];
+          Store(h + v, raw[i]);
         }
       }
     }
@@ -176,11 +180,11 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
       for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wsm[v * 8 + j];
       if (p.z != nullptr) {
         float zf[8];
-        Unpack(z[v], zf);
+        Unpack(__ldcs(z + v), zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) out[j] *= zf[j] * Sigmoid(zf[j]);
       }
-      y[v] = Pack(out);
+      Store(y + v, Pack(out));
     }
     if (active && lane == 0) p.rstd[row] = rstd;
 #pragma unroll
@@ -225,22 +229,33 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
 #pragma unroll
       for (int j = 0; j < 8; ++j) total[i][j] = comp[i][j] = 0.f;
     }
+    // The rows of this block; with kPrefetch the next row's x, dy (and z)
+    // are loaded before the current one is reduced.
+    constexpr bool kPrefetch = VPT <= 2;
+    uint4 xr[VPT], dyr[VPT], zr[VPT];
+    if (kPrefetch) {
+      const int64_t row = begin + group;
+      const int64_t off = row < end ? RowOffset(p.layout, row) : 0;
+      LoadRow<TPR, VPT>(p.x, off, row < end, lane, vecs, xr);
+      LoadRow<TPR, VPT>(p.dy, off, row < end, lane, vecs, dyr);
+      LoadRow<TPR, VPT>(gate ? p.z : p.x, off, gate && row < end, lane, vecs, zr);
+    }
     for (int64_t base = begin; base < end; base += kRows) {
       const int64_t row = base + group;
       const bool active = row < end;
       const int64_t off = active ? RowOffset(p.layout, row) : 0;
-      const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
-      const uint4* dy =
-          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dy) + off);
-      const uint4* z = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off);
-      uint4 xr[VPT], dyr[VPT], zr[VPT];
-#pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
-        const bool in = active && v < vecs;
-        xr[i] = in ? x[v] : make_uint4(0, 0, 0, 0);
-        dyr[i] = in ? dy[v] : make_uint4(0, 0, 0, 0);
-        zr[i] = in && gate ? z[v] : make_uint4(0, 0, 0, 0);
+      uint4 nx[VPT], ndy[VPT], nz[VPT];
+      if (kPrefetch) {
+        const int64_t nrow = row + kRows;
+        const bool nactive = nrow < end;
+        const int64_t noff = nactive ? RowOffset(p.layout, nrow) : 0;
+        LoadRow<TPR, VPT>(p.x, noff, nactive, lane, vecs, nx);
+        LoadRow<TPR, VPT>(p.dy, noff, nactive, lane, vecs, ndy);
+        LoadRow<TPR, VPT>(gate ? p.z : p.x, noff, gate && nactive, lane, vecs, nz);
+      } else {
+        LoadRow<TPR, VPT>(p.x, off, active, lane, vecs, xr);
+        LoadRow<TPR, VPT>(p.dy, off, active, lane, vecs, dyr);
+        LoadRow<TPR, VPT>(gate ? p.z : p.x, off, gate && active, lane, vecs, zr);
       }
       const float rstd = active ? p.rstd[row] : 0.f;
 
@@ -292,12 +307,20 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
         if (!active) continue;
         if (p.dh_in != nullptr) {
           float d[8];
-          Unpack(dh[v], d);
+          Unpack(__ldcs(dh + v), d);
 #pragma unroll
           for (int j = 0; j < 8; ++j) dxf[j] += d[j];
         }
-        dx[v] = Pack(dxf);
-        if (gate) dz[v] = Pack(dzf);
+        Store(dx + v, Pack(dxf));
+        if (gate) Store(dz + v, Pack(dzf));
+      }
+      if (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+          xr[i] = nx[i];
+          dyr[i] = ndy[i];
+          zr[i] = nz[i];
+        }
       }
     }
 
