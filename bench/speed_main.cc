@@ -21,6 +21,8 @@
 #include "ops/launch.h"
 #include "ops/status.h"
 #include "planner/planner.h"
+#include "ops/row_config.h"
+#include "tests/testing/plans.h"
 #include "tests/testing/reference.h"
 
 namespace cake {
@@ -31,7 +33,8 @@ struct Row {
   double us, gbps, fraction;
 };
 
-absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shapes) {
+absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                 bool compare_forward) {
   CAKE_ASSIGN_OR_RETURN(TargetDevice target, TargetDevice::Current());
   cudaStream_t stream;
   CAKE_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
@@ -67,16 +70,22 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
     testing::FillBf16(const_cast<void*>(b.dy), n, 2, 1.f);
     testing::FillBf16(const_cast<void*>(b.w), dim, 3, 0.5f, 1.f);
     const std::string shape = absl::StrFormat("[%d, %d]", tokens, dim);
-    for (const char* op : {"fwd", "bwd"}) {
+    for (const char* op : {"fwd", "fwd.warp", "fwd.cta", "bwd"}) {
+      const bool candidate = op != std::string("fwd") && op != std::string("bwd");
+      if (candidate && (!compare_forward || dim > kMaxWarpRowDim || dim < 64)) continue;
       for (bool det : {true, false}) {
-        if (op == std::string("fwd") && !det) continue;  // the forward is shared
+        if (op != std::string("bwd") && !det) continue;  // the forward is shared
         StepSpec spec;
         spec.set_op(RMSNORM);
         spec.mutable_layout()->set_tokens(tokens);
         spec.mutable_layout()->set_dim(dim);
         spec.set_deterministic(det);
-        spec.add_phases(op == std::string("fwd") ? FORWARD : BACKWARD);
+        spec.add_phases(op == std::string("bwd") ? BACKWARD : FORWARD);
         CAKE_ASSIGN_OR_RETURN(Plan plan, MakePlan(spec, target));
+        if (candidate) {
+          const std::string routed = plan.launches(0).program();
+          plan = testing::ForceProgram(plan, routed, absl::StrCat("rmsnorm.", op), target);
+        }
         b.workspace = plan.workspace_bytes() > 0 ? alloc(plan.workspace_bytes()) : nullptr;
         if (std::any_of(owned.begin(), owned.end(), [](void* p) { return p == nullptr; })) {
           return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", shape));
@@ -86,20 +95,20 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
             bench::TimeSpans([&](cudaStream_t s) { return LaunchEager(plan, b, s); }, l2, stream,
                              reps));
         const double us = bench::Median(spans);
-        const double bytes = op == std::string("fwd") ? 4.0 * n + 4.0 * tokens
+        const double bytes = op != std::string("bwd") ? 4.0 * n + 4.0 * tokens
                                                       : 6.0 * n + 4.0 * tokens + 4.0 * dim;
         const double gbps = bytes / (us * 1e-6) / 1e9;
-        rows.push_back({shape, op, op == std::string("fwd") ? "both" : det ? "det" : "nondet", us,
+        rows.push_back({shape, op, op != std::string("bwd") ? "both" : det ? "det" : "nondet", us,
                         gbps, gbps * 1e9 / copy});
         std::fprintf(stderr, "  %s %s %s: %.1f us\n", shape.c_str(), op, rows.back().mode.c_str(), us);
       }
     }
     for (void* p : owned) cudaFree(p);
   }
-  std::printf("\n%-16s %-4s %-7s %10s %9s %9s\n", "shape [T, H]", "op", "mode", "median us",
+  std::printf("\n%-16s %-8s %-7s %10s %9s %9s\n", "shape [T, H]", "op", "mode", "median us",
               "GB/s", "of copy");
   for (const Row& r : rows) {
-    std::printf("%-16s %-4s %-7s %10.1f %9.1f %9.3f\n", r.shape.c_str(), r.op.c_str(),
+    std::printf("%-16s %-8s %-7s %10.1f %9.1f %9.3f\n", r.shape.c_str(), r.op.c_str(),
                 r.mode.c_str(), r.us, r.gbps, r.fraction);
   }
   return absl::OkStatus();
@@ -110,16 +119,20 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
 
 int main(int argc, char** argv) {
   int reps = 100;
+  bool compare_forward = false;
   std::vector<std::pair<int64_t, int64_t>> shapes = {
       {65536, 2048}, {131072, 2048}, {65536, 6144}, {131072, 6144}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::printf("usage: cake_speed [--reps N] [--shape TxH ...]\n"
-                  "Times the rmsnorm_train forward and both backwards against the copy bandwidth.\n");
+      std::printf("usage: cake_speed [--reps N] [--shape TxH ...] [--compare-forward]\n"
+                  "Times the rmsnorm_train forward and both backwards against the copy bandwidth.\n"
+                  "--compare-forward also times both forward programs where both run (dim 64..1024).\n");
       return 0;
     }
-    if (a == "--reps" && i + 1 < argc) {
+    if (a == "--compare-forward") {
+      compare_forward = true;
+    } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--shape" && i + 1 < argc) {
       if (shapes.size() == 4 && shapes[0].first == 65536 && shapes[0].second == 2048) shapes.clear();
@@ -138,7 +151,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cake_speed: --reps must be >= 1\n");
     return 2;
   }
-  const absl::Status s = cake::Run(reps, shapes);
+  const absl::Status s = cake::Run(reps, shapes, compare_forward);
   if (!s.ok()) {
     std::fprintf(stderr, "cake_speed: %s\n", std::string(s.message()).c_str());
     return s.code() == absl::StatusCode::kFailedPrecondition ? 3 : 1;

@@ -58,7 +58,8 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   }
   const void* f = program.stage == Stage::kForward
                       ? RowForwardKernel(cfg.threads_per_row, cfg.vecs_per_thread)
-                      : RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread);
+                      : RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread,
+                                          program.op == RMSNORM_SILU_GATE);
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(program.id, ": no kernel built for ",
                                             cfg.threads_per_row, " threads x ",

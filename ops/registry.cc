@@ -54,7 +54,7 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const RowConfig cfg = BackwardRowConfig(s.dim);
   const DetPartition p = DetPartitionOf(s.rows(), s.dim);
   Geometry g;
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(kBwdThreadsPerSm);
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
   g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
@@ -71,7 +71,7 @@ int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
 Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = BackwardRowConfig(s.dim);
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(kBwdThreadsPerSm);
+  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   Geometry g;
   g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), cfg.rows_per_cta());
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));

@@ -18,10 +18,13 @@ inline constexpr int kMaxCtasPerSm = 32;
 // Threads resident per SM that the launch bounds of the row kernels allow.
 // Forward: 1024, 64 registers per thread for the packed row and the next
 // row in flight (the weight sits in shared memory).
-// Backward: 512, 128 registers for the packed x and dy rows and a Kahan dw
-// sum (two FP32 values) per column.
 inline constexpr int kThreadsPerSm = 1024;
-inline constexpr int kBwdThreadsPerSm = 512;
+// Backward: 768 threads (80 registers) with up to 2 vectors per thread, 512
+// (128 registers) with 4 or with the gate's z, for the packed x and dy rows,
+// the next row in flight and a Kahan dw sum (two FP32 values) per column.
+constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
+  return vecs_per_thread <= 2 && !gate ? 768 : 512;
+}
 inline constexpr int64_t kMaxDim = 16384;
 // The largest row a warp-per-row program holds.
 inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
@@ -92,11 +95,12 @@ constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 // The deterministic backward's row partition: a function of (rows, dim) only,
 // never of the SM count or the grid, so its dw partial rows and their reduce
 // order are the same on every device and grid size. The target count of
-// blocks is 256 per backward CTA an SM holds at that dim (2 to 8): about two
+// blocks is 256 per backward CTA an SM holds at that dim (1 to 6): about two
 // blocks per resident CTA on an H200, with the partials at most 16 MB (dim
 // 16384), inside L2 for the reduce.
 constexpr int64_t DetTargetPartials(int64_t dim) {
-  return int64_t{256} * BackwardRowConfig(dim).ctas_per_sm(kBwdThreadsPerSm);
+  const RowConfig c = BackwardRowConfig(dim);
+  return int64_t{256} * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread));
 }
 
 struct DetPartition {

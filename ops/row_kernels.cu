@@ -18,8 +18,9 @@ namespace {
 constexpr int MinBlocksOf(int tpr) {
   return BlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / BlockOf(tpr);
 }
-constexpr int MinBwdBlocksOf(int tpr) {
-  return BlockOf(tpr) >= kBwdThreadsPerSm ? 1 : kBwdThreadsPerSm / BlockOf(tpr);
+constexpr int MinBwdBlocksOf(int tpr, int vpt, bool gate) {
+  const int threads = BwdThreadsPerSm(vpt, gate);
+  return BlockOf(tpr) >= threads ? 1 : threads / BlockOf(tpr);
 }
 
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
@@ -192,8 +193,8 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
   }
 }
 
-template <int TPR, int VPT>
-__global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
+template <int TPR, int VPT, bool kGate>
+__global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
     RowBackward(const RowBackwardParams p) {
   constexpr int kBlock = BlockOf(TPR);
   constexpr int kRows = kBlock / TPR;
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR))
   const int64_t dim = p.layout.dim;
   const int64_t vecs = dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(dim);
-  const bool gate = p.z != nullptr;
+  constexpr bool gate = kGate;  // a template parameter: no z registers without it
   float* const wsm = smem;
   double* const fold = reinterpret_cast<double*>(smem + dim);
 
@@ -417,9 +418,12 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
   return nullptr;
 }
 
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread) {
-#define CAKE_BWD(T, V) \
-  if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowBackward<T, V>);
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+#define CAKE_BWD(T, V)                                                    \
+  if (threads_per_row == T && vecs_per_thread == V) {                     \
+    return gate ? reinterpret_cast<const void*>(&RowBackward<T, V, true>) \
+                : reinterpret_cast<const void*>(&RowBackward<T, V, false>); \
+  }
   CAKE_BWD_CONFIGS(CAKE_BWD)
 #undef CAKE_BWD
   return nullptr;

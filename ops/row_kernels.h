@@ -87,7 +87,7 @@ struct DwFinishParams {
 
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread);
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();
 const void* DwFinishKernel();
 

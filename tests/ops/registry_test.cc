@@ -58,7 +58,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
     }
     ASSERT_NE(RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread), nullptr) << dim;
-    ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread), nullptr) << dim;
+    for (bool gate : {false, true}) {
+      ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, gate), nullptr) << dim;
+    }
     if (dim <= kMaxWarpRowDim) {
       const RowConfig w = WarpRowConfig(dim);
       ASSERT_LE(w.threads_per_row, 32);
@@ -88,7 +90,7 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
     const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
     ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
     ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
-    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm(kBwdThreadsPerSm));
+    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm(BwdThreadsPerSm(BackwardRowConfig(4096).vecs_per_thread)));
   }
 }
 

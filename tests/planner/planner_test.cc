@@ -64,7 +64,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
 
 TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
   for (DType dw : {FP32, BF16}) {
-    StepSpec spec = RowsSpec(4096, 2048, false);
+    StepSpec spec = RowsSpec(4096, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
     EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
@@ -72,12 +72,12 @@ TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);
     EXPECT_EQ(r.name(), "dw_acc");
-    EXPECT_EQ(r.bytes(), 2048 * 8);
+    EXPECT_EQ(r.bytes(), 6144 * 8);
     EXPECT_TRUE(r.zero_init());
     const Launch& memset = plan.launches(2);
     EXPECT_EQ(memset.kind(), MEMSET);
     EXPECT_EQ(memset.region(), "dw_acc");
-    EXPECT_EQ(memset.memset_bytes(), 2048 * 8);
+    EXPECT_EQ(memset.memset_bytes(), 6144 * 8);
     EXPECT_THAT(Deps(memset), ElementsAre()) << "the memset can overlap the forward";
     EXPECT_THAT(Deps(plan.launches(3)), ElementsAre(1, 2));
     EXPECT_THAT(Deps(plan.launches(4)), ElementsAre(3));

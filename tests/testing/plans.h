@@ -1,0 +1,33 @@
+// Plan edits for tests and benchmarks: run a program the routing table does
+// not pick for a shape.
+#ifndef CAKE_TESTS_TESTING_PLANS_H_
+#define CAKE_TESTS_TESTING_PLANS_H_
+
+#include <string>
+
+#include "cake/plan.pb.h"
+#include "ops/registry.h"
+#include "ops/target.h"
+
+namespace cake::testing {
+
+// `plan` with every launch of program `from` switched to `to` (which must
+// have the same stage and need no other workspace), geometry and all.
+inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& to,
+                         const TargetDevice& target) {
+  const ProgramInfo* p = FindProgram(to);
+  const Geometry g = p->geometry(plan.spec(), target);
+  for (Launch& l : *plan.mutable_launches()) {
+    if (l.program() != from) continue;
+    l.set_program(to);
+    *l.mutable_grid() = g.grid;
+    *l.mutable_block() = g.block;
+    l.set_dynamic_smem_bytes(g.dynamic_smem_bytes);
+    l.set_reason("forced by a test or benchmark");
+  }
+  return plan;
+}
+
+}  // namespace cake::testing
+
+#endif  // CAKE_TESTS_TESTING_PLANS_H_
