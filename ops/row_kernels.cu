@@ -62,6 +62,18 @@ __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v,
   }
 }
 
+// The weight, as FP32 in shared memory, for the whole CTA.
+template <int kBlock>
+__device__ __forceinline__ void StageWeight(const void* w, int w_fp32, int64_t vecs, float* wsm) {
+  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
+    float f[8];
+    LoadWeight(w, w_fp32, v, f);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
+  }
+  __syncthreads();
+}
+
 __device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 // Sum of v over the TPR threads of a row group, in a fixed order. Every
@@ -113,13 +125,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
   const int64_t vecs = p.layout.dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(p.layout.dim);
 
-  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
-    float f[8];
-    LoadWeight(p.w, p.w_fp32, v, f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
-  }
-  __syncthreads();
+  StageWeight<kBlock>(p.w, p.w_fp32, vecs, wsm);
 
   // Each CTA walks row groups g, g + grid, ...; the x of the next group is
   // loaded before the current one is reduced, so a load is always in flight.
@@ -211,13 +217,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
   float* const wsm = smem;
   double* const fold = reinterpret_cast<double*>(smem + dim);
 
-  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
-    float f[8];
-    LoadWeight(p.w, p.w_fp32, v, f);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
-  }
-  __syncthreads();
+  StageWeight<kBlock>(p.w, p.w_fp32, vecs, wsm);
 
   for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
     const int64_t begin = b * p.rows_per_block;

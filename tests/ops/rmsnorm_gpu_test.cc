@@ -129,6 +129,20 @@ class StepBuffers {
   std::vector<void*> owned_;
 };
 
+// A device copy of `bytes` at `src`, freed with the object.
+class DeviceSnapshot {
+ public:
+  DeviceSnapshot(const void* src, int64_t bytes) {
+    EXPECT_EQ(cudaMalloc(&copy_, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(copy_, src, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  }
+  ~DeviceSnapshot() { cudaFree(copy_); }
+  const void* get() const { return copy_; }
+
+ private:
+  void* copy_ = nullptr;
+};
+
 Plan MustPlan(const StepSpec& spec) {
   absl::StatusOr<TargetDevice> target = TargetDevice::Current();
   EXPECT_TRUE(target.ok()) << target.status();
@@ -374,12 +388,10 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
   buf.Fill(9);
   RunPlan(plan, buf.b);
   const int64_t bytes = buf.elems() * 2;
-  void* dx0 = nullptr;
-  CUDA_OK(cudaMalloc(&dx0, bytes));
-  CUDA_OK(cudaMemcpy(dx0, buf.b.dx, bytes, cudaMemcpyDeviceToDevice));
+  const DeviceSnapshot dx0(buf.b.dx, bytes);
   const std::vector<float> dw0 = buf.Dw();
   auto same = [&](const char* what) {
-    EXPECT_EQ(testing::CountDiff(dx0, buf.b.dx, bytes), 0) << what;
+    EXPECT_EQ(testing::CountDiff(dx0.get(), buf.b.dx, bytes), 0) << what;
     const std::vector<float> dw = buf.Dw();
     EXPECT_EQ(std::memcmp(dw.data(), dw0.data(), dw.size() * 4), 0) << what;
   };
@@ -400,7 +412,6 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
     RunPlan(forced, buf.b);
     same(absl::StrCat("grid ", grid).c_str());
   }
-  cudaFree(dx0);
 }
 
 TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
@@ -441,13 +452,10 @@ TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
     buf.Fill(21);
     RunPlan(pf, buf.b);
     const int64_t bytes = buf.elems() * 2;
-    void* y0 = nullptr;
-    CUDA_OK(cudaMalloc(&y0, bytes));
-    CUDA_OK(cudaMemcpy(y0, buf.b.y, bytes, cudaMemcpyDeviceToDevice));
+    const DeviceSnapshot y0(buf.b.y, bytes);
     buf.Poison();
     RunPlan(pr, buf.b);
-    EXPECT_EQ(testing::CountDiff(y0, buf.b.y, bytes), 0) << Label(fwd);
-    cudaFree(y0);
+    EXPECT_EQ(testing::CountDiff(y0.get(), buf.b.y, bytes), 0) << Label(fwd);
   }
 }
 
