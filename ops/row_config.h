@@ -14,6 +14,7 @@ namespace cake {
 inline constexpr int kVecElems = 8;          // BF16 elements per 16-byte vector
 inline constexpr int kMaxVecsPerThread = 4;  // the row stays in registers
 inline constexpr int kWarpBlock = 256;       // CTA of the warp-per-row configs
+inline constexpr int kMaxWideBlock = 512;    // CTA of a wide row, at most
 inline constexpr int kMaxCtasPerSm = 32;
 // Threads resident per SM that the launch bounds of the row kernels allow.
 // Forward: 1024, 64 registers per thread for the packed row and the next
@@ -30,7 +31,7 @@ inline constexpr int64_t kMaxDim = 16384;
 inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
 
 struct RowConfig {
-  int threads_per_row = 0;  // a power of two, 8..512
+  int threads_per_row = 0;  // 8, 16, 32, or a multiple of 32 up to 512
   int vecs_per_thread = 0;  // 1, 2 or 4
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
@@ -69,16 +70,24 @@ constexpr RowConfig WarpRowConfig(int64_t dim) {
   return MakeRowConfig(dim, tpr < 8 ? 8 : tpr > 32 ? 32 : tpr);
 }
 
-// Several warps per row: the fewest threads (64 or more) that hold the row
-// with up to `max_vecs` vectors each.
-constexpr RowConfig WideRowConfig(int64_t dim, int max_vecs) {
-  const int tpr = NextPow2((dim / kVecElems + max_vecs - 1) / max_vecs);
-  return MakeRowConfig(dim, tpr < 64 ? 64 : tpr);
+// Several warps per row, one row per CTA: the fewest threads (64 or more)
+// that hold the row with up to `max_vecs` vectors each, rounded up to a power
+// of two (`pow2`) or to whole warps. Whole warps load every thread evenly
+// (H = 6144 backward: 384 threads of 2 vectors) but run a kernel whose
+// threads per row is a run-time value, which costs where a power of two
+// fits as well (measured on the H200: the forward at H = 2048 and 6144 and
+// the backward at H = 2048 were slower that way).
+constexpr RowConfig WideRowConfig(int64_t dim, int max_vecs, bool pow2) {
+  const int64_t tpr = (dim / kVecElems + max_vecs - 1) / max_vecs;
+  const int64_t rounded = pow2 ? NextPow2(tpr) : (tpr + 31) / 32 * 32;
+  return MakeRowConfig(dim, static_cast<int>(rounded < 64 ? 64 : rounded));
 }
 
 // The forward holds only the packed row (and the next one in flight): up to
 // 4 vectors per thread.
-constexpr RowConfig CtaRowConfig(int64_t dim) { return WideRowConfig(dim, kMaxVecsPerThread); }
+constexpr RowConfig CtaRowConfig(int64_t dim) {
+  return WideRowConfig(dim, kMaxVecsPerThread, /*pow2=*/true);
+}
 
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
@@ -86,7 +95,12 @@ constexpr RowConfig CtaRowConfig(int64_t dim) { return WideRowConfig(dim, kMaxVe
 inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
 constexpr RowConfig BackwardRowConfig(int64_t dim) {
   if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
-  return dim <= 512 * 2 * kVecElems ? WideRowConfig(dim, 2) : WideRowConfig(dim, 4);
+  // Whole warps where a power of two would leave threads idle on their
+  // second vector (more than a quarter of the CTA), else a power of two.
+  const int max_vecs = dim <= 512 * 2 * kVecElems ? 2 : 4;
+  const RowConfig pow2 = WideRowConfig(dim, max_vecs, true);
+  const int64_t slots = int64_t{pow2.threads_per_row} * pow2.vecs_per_thread;
+  return slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
 }
 
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

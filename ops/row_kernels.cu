@@ -4,7 +4,8 @@
 //
 // A group of TPR threads holds one row in registers, VPT 16-byte vectors of
 // 8 BF16 each per thread (ops/row_config.h); a CTA holds BLOCK / TPR rows
-// and walks a persistent grid. All math is FP32; each BF16 output is
+// and walks a persistent grid. TPR = 0 is a wide row: one row per CTA, as
+// many threads as the CTA has (a multiple of 32, up to kMaxWideBlock). All math is FP32; each BF16 output is
 // rounded once.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -15,12 +16,16 @@
 namespace cake {
 namespace {
 
+// The largest CTA a kernel instance runs (wide rows: up to 512 threads).
+constexpr int MaxBlockOf(int tpr) { return tpr == 0 ? kMaxWideBlock : BlockOf(tpr); }
 constexpr int MinBlocksOf(int tpr) {
-  return BlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / BlockOf(tpr);
+  return MaxBlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / MaxBlockOf(tpr);
 }
-constexpr int MinBwdBlocksOf(int tpr, int vpt, bool gate) {
-  const int threads = BwdThreadsPerSm(vpt, gate);
-  return BlockOf(tpr) >= threads ? 1 : threads / BlockOf(tpr);
+// Registers per backward thread: the register file over the threads an SM
+// holds, rounded down to the allocation step of 8.
+constexpr int BwdMaxRegs(int vpt, bool gate) {
+  const int regs = 65536 / BwdThreadsPerSm(vpt, gate);
+  return (regs > 255 ? 255 : regs) / 8 * 8;
 }
 
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
@@ -63,9 +68,8 @@ __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v,
 }
 
 // The weight, as FP32 in shared memory, for the whole CTA.
-template <int kBlock>
 __device__ __forceinline__ void StageWeight(const void* w, int w_fp32, int64_t vecs, float* wsm) {
-  for (int64_t v = threadIdx.x; v < vecs; v += kBlock) {
+  for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
     float f[8];
     LoadWeight(w, w_fp32, v, f);
 #pragma unroll
@@ -80,52 +84,52 @@ __device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + expf(-
 // thread of the CTA must call it (it may synchronize the CTA).
 template <int TPR>
 __device__ __forceinline__ float GroupSum(float v, float* scratch) {
-  constexpr int kWidth = TPR < 32 ? TPR : 32;
+  constexpr int kWidth = TPR > 0 && TPR < 32 ? TPR : 32;
 #pragma unroll
   for (int o = kWidth / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if constexpr (TPR <= 32) {
+  if constexpr (TPR > 0 && TPR <= 32) {
     return v;
   } else {
-    constexpr int kWarpsPerRow = TPR / 32;
+    // TPR = 0: the CTA is one row, of blockDim.x / 32 warps.
+    const int warps = TPR > 0 ? TPR / 32 : static_cast<int>(blockDim.x / 32);
     const int warp = threadIdx.x / 32;
     __syncthreads();  // the previous call's readers are done with scratch
     if (threadIdx.x % 32 == 0) scratch[warp] = v;
     __syncthreads();
-    const int first = warp / kWarpsPerRow * kWarpsPerRow;
+    const int first = warp / warps * warps;
     float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kWarpsPerRow; ++i) s += scratch[first + i];
+    for (int i = 0; i < warps; ++i) s += scratch[first + i];
     return s;
   }
 }
 
 // The packed vectors of row `row` at `base` (zeros where the row or the
 // vector is out of range).
-template <int TPR, int VPT>
+template <int VPT>
 __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool active, int lane,
-                                        int64_t vecs, uint4 (&out)[VPT]) {
+                                        int tpr, int64_t vecs, uint4 (&out)[VPT]) {
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
-    const int64_t v = lane + int64_t{i} * TPR;
+    const int64_t v = lane + int64_t{i} * tpr;
     out[i] = active && v < vecs ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
   }
 }
 
 template <int TPR, int VPT>
-__global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
+__global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
     RowForward(const RowForwardParams p) {
-  constexpr int kBlock = BlockOf(TPR);
-  constexpr int kRows = kBlock / TPR;
+  constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
   extern __shared__ float wsm[];  // [dim] the weight in FP32
-  __shared__ float scratch[kBlock / 32];
-  const int lane = threadIdx.x % TPR;
-  const int group = threadIdx.x / TPR;
+  __shared__ float scratch[MaxBlockOf(TPR) / 32];
+  const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
+  const int lane = threadIdx.x % tpr;
+  const int group = threadIdx.x / tpr;
   const int64_t rows = p.layout.rows;
   const int64_t vecs = p.layout.dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(p.layout.dim);
 
-  StageWeight<kBlock>(p.w, p.w_fp32, vecs, wsm);
+  StageWeight(p.w, p.w_fp32, vecs, wsm);
 
   // Each CTA walks row groups g, g + grid, ...; the x of the next group is
   // loaded before the current one is reduced, so a load is always in flight.
@@ -134,7 +138,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
   uint4 raw[VPT];
   {
     const int64_t row = g * kRows + group;
-    LoadRow<TPR, VPT>(p.x, row < rows ? RowOffset(p.layout, row) : 0, row < rows, lane, vecs, raw);
+    LoadRow<VPT>(p.x, row < rows ? RowOffset(p.layout, row) : 0, row < rows, lane, tpr, vecs, raw);
   }
   for (; g < groups; g += gridDim.x) {
     const int64_t row = g * kRows + group;
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
     {
       const int64_t nrow = (g + gridDim.x) * kRows + group;
       const bool nactive = g + gridDim.x < groups && nrow < rows;
-      LoadRow<TPR, VPT>(p.x, nactive ? RowOffset(p.layout, nrow) : 0, nactive, lane, vecs, next);
+      LoadRow<VPT>(p.x, nactive ? RowOffset(p.layout, nrow) : 0, nactive, lane, tpr, vecs, next);
     }
     if (p.residual != nullptr) {
       const uint4* r =
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
       uint4* h = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.h) + off);
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
+        const int64_t v = lane + int64_t{i} * tpr;
         if (active && v < vecs) {
           float a[8], b[8];
           Unpack(raw[i], a);
@@ -179,7 +183,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
     const uint4* z = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off);
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
-      const int64_t v = lane + int64_t{i} * TPR;
+      const int64_t v = lane + int64_t{i} * tpr;
       if (!(active && v < vecs)) continue;
       float out[8];
       Unpack(raw[i], out);
@@ -200,16 +204,15 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBlocksOf(TPR))
 }
 
 template <int TPR, int VPT, bool kGate>
-__global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
-    RowBackward(const RowBackwardParams p) {
-  constexpr int kBlock = BlockOf(TPR);
-  constexpr int kRows = kBlock / TPR;
+__global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
+  constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned).
   extern __shared__ float smem[];
-  __shared__ float scratch[kBlock / 32];
-  const int lane = threadIdx.x % TPR;
-  const int group = threadIdx.x / TPR;
+  __shared__ float scratch[MaxBlockOf(TPR) / 32];
+  const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
+  const int lane = threadIdx.x % tpr;
+  const int group = threadIdx.x / tpr;
   const int64_t dim = p.layout.dim;
   const int64_t vecs = dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(dim);
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
   float* const wsm = smem;
   double* const fold = reinterpret_cast<double*>(smem + dim);
 
-  StageWeight<kBlock>(p.w, p.w_fp32, vecs, wsm);
+  StageWeight(p.w, p.w_fp32, vecs, wsm);
 
   for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
     const int64_t begin = b * p.rows_per_block;
@@ -237,9 +240,9 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
     if (kPrefetch) {
       const int64_t row = begin + group;
       const int64_t off = row < end ? RowOffset(p.layout, row) : 0;
-      LoadRow<TPR, VPT>(p.x, off, row < end, lane, vecs, xr);
-      LoadRow<TPR, VPT>(p.dy, off, row < end, lane, vecs, dyr);
-      LoadRow<TPR, VPT>(gate ? p.z : p.x, off, gate && row < end, lane, vecs, zr);
+      LoadRow<VPT>(p.x, off, row < end, lane, tpr, vecs, xr);
+      LoadRow<VPT>(p.dy, off, row < end, lane, tpr, vecs, dyr);
+      LoadRow<VPT>(gate ? p.z : p.x, off, gate && row < end, lane, tpr, vecs, zr);
     }
     for (int64_t base = begin; base < end; base += kRows) {
       const int64_t row = base + group;
@@ -250,13 +253,13 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
         const int64_t nrow = row + kRows;
         const bool nactive = nrow < end;
         const int64_t noff = nactive ? RowOffset(p.layout, nrow) : 0;
-        LoadRow<TPR, VPT>(p.x, noff, nactive, lane, vecs, nx);
-        LoadRow<TPR, VPT>(p.dy, noff, nactive, lane, vecs, ndy);
-        LoadRow<TPR, VPT>(gate ? p.z : p.x, noff, gate && nactive, lane, vecs, nz);
+        LoadRow<VPT>(p.x, noff, nactive, lane, tpr, vecs, nx);
+        LoadRow<VPT>(p.dy, noff, nactive, lane, tpr, vecs, ndy);
+        LoadRow<VPT>(gate ? p.z : p.x, noff, gate && nactive, lane, tpr, vecs, nz);
       } else {
-        LoadRow<TPR, VPT>(p.x, off, active, lane, vecs, xr);
-        LoadRow<TPR, VPT>(p.dy, off, active, lane, vecs, dyr);
-        LoadRow<TPR, VPT>(gate ? p.z : p.x, off, gate && active, lane, vecs, zr);
+        LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xr);
+        LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dyr);
+        LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zr);
       }
       const float rstd = active ? p.rstd[row] : 0.f;
 
@@ -264,7 +267,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
       float dot = 0.f;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
+        const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
         float xf[8], dyf[8], zf[8];
         Unpack(xr[i], xf);
@@ -286,7 +289,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
           reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
+        const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
         float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
         Unpack(xr[i], xf);
@@ -329,7 +332,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
     if constexpr (kRows == 1) {
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
+        const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
         float out[8];
 #pragma unroll
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
       __syncthreads();  // the previous block's fold is read
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * TPR;
+        const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -356,7 +359,7 @@ __global__ void __launch_bounds__(BlockOf(TPR), MinBwdBlocksOf(TPR, VPT, kGate))
         }
       }
       __syncthreads();
-      for (int64_t c = threadIdx.x; c < dim; c += kBlock) {
+      for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
         double sum = 0.0;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum += fold[r * dim + c];
@@ -407,8 +410,8 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
 #define CAKE_FWD_CONFIGS(X)                                                          \
   X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) \
   X(256, 4) X(512, 4)
-#define CAKE_BWD_CONFIGS(X) \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4)
+#define CAKE_BWD_CONFIGS(X)                                                                 \
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
 
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 #define CAKE_FWD(T, V) \
@@ -419,6 +422,10 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 }
 
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+  // A wide row of whole warps that is not a power of two runs the instance
+  // whose threads per row is the CTA size.
+  const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
+  if (threads_per_row > 32 && !pow2) threads_per_row = 0;
 #define CAKE_BWD(T, V)                                                    \
   if (threads_per_row == T && vecs_per_thread == V) {                     \
     return gate ? reinterpret_cast<const void*>(&RowBackward<T, V, true>) \

@@ -49,10 +49,22 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
         ASSERT_EQ(c.rows_per_cta(), 1) << dim;
       }
     }
-    // The fewest threads that hold the row: half as many would not.
+    // The forward takes the fewest threads, a power of two, that hold the row:
+    // half as many would not.
     if (fwd.threads_per_row > 64) {
       ASSERT_LT(int64_t{fwd.threads_per_row / 2} * kMaxVecsPerThread * kVecElems, dim) << dim;
     }
+    // The backward's wide rows are whole warps, never with more idle vector
+    // slots than the power-of-two config would leave.
+    if (bwd.threads_per_row > 32) {
+      ASSERT_EQ(bwd.threads_per_row % 32, 0) << dim;
+      const RowConfig p2 = WideRowConfig(dim, dim <= 8192 ? 2 : 4, /*pow2=*/true);
+      ASSERT_LE(int64_t{bwd.threads_per_row} * bwd.vecs_per_thread,
+                int64_t{p2.threads_per_row} * p2.vecs_per_thread)
+          << dim;
+    }
+    ASSERT_LE(fwd.block, kMaxWideBlock);
+    ASSERT_LE(bwd.block, kMaxWideBlock);
     // The backward holds at most 2 vectors per thread up to dim 8192.
     if (dim <= 8192) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
