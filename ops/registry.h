@@ -63,7 +63,7 @@ struct ProgramInfo {
   int64_t (*workspace_bytes)(const StepSpec& spec, const Geometry& geometry);
   absl::string_view workspace_region;
   // Row programs: how a row of `dim` maps onto threads (the kernel template
-  // instance and the block size). nullptr for reduce and cast.
+  // instance and the block size). nullptr for reduce and finish.
   RowConfig (*row_config)(int64_t dim);
   absl::string_view summary;
 };

@@ -1,5 +1,5 @@
 // The row kernels of rmsnorm_train and rmsnorm_silu_gate_train, and the dw
-// reduce and cast. The formulas and the bytes each kernel moves are stated
+// reduce and finish. The formulas and the bytes each kernel moves are stated
 // with its Params struct in ops/row_kernels.h.
 //
 // A group of TPR threads holds one row in registers, VPT 16-byte vectors of

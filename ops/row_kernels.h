@@ -1,5 +1,5 @@
 // Parameters and kernel handles of the row programs (rmsnorm_train and
-// rmsnorm_silu_gate_train) and of the dw reduce and cast. Plain C++ with no
+// rmsnorm_silu_gate_train) and of the dw reduce and finish. Plain C++ with no
 // Abseil so that both the host code and the .cu files include it.
 #ifndef CAKE_OPS_ROW_KERNELS_H_
 #define CAKE_OPS_ROW_KERNELS_H_

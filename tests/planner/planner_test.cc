@@ -99,9 +99,12 @@ TEST(PlannerTest, AccumulateDwIsSaidInTheFinalLaunch) {
 }
 
 TEST(PlannerTest, EveryZeroInitRegionHasOneMemsetBeforeItsUsers) {
-  StepSpec spec = RowsSpec(4096, 2048, false);
+  StepSpec spec = RowsSpec(4096, 6144, false);
   spec.set_dw_dtype(BF16);
   const Plan plan = MustPlan(spec);
+  int zeroed = 0;
+  for (const WorkspaceRegion& r : plan.workspace()) zeroed += r.zero_init();
+  ASSERT_EQ(zeroed, 1) << "the kb plan zeroes its FP64 accumulator";
   for (const WorkspaceRegion& r : plan.workspace()) {
     if (!r.zero_init()) continue;
     int memsets = 0, memset_index = -1;
