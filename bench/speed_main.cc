@@ -87,6 +87,7 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
           plan = testing::ForceProgram(plan, routed, absl::StrCat("rmsnorm.", op), target);
         }
         b.workspace = plan.workspace_bytes() > 0 ? alloc(plan.workspace_bytes()) : nullptr;
+        b.workspace_bytes = plan.workspace_bytes();
         if (std::any_of(owned.begin(), owned.end(), [](void* p) { return p == nullptr; })) {
           return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", shape));
         }

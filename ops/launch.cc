@@ -129,6 +129,11 @@ absl::Status CheckBindings(const Plan& plan, const Bindings& b) {
   if (plan.workspace_bytes() > 0) {
     CAKE_RETURN_IF_ERROR(CheckRole("workspace", b.workspace, 256,
                                    "the plan's workspace regions are 256-byte aligned"));
+    if (b.workspace_bytes < plan.workspace_bytes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bindings.workspace_bytes = ", b.workspace_bytes, ": the plan needs ",
+                       plan.workspace_bytes()));
+    }
   }
   return absl::OkStatus();
 }
@@ -224,12 +229,18 @@ absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch, con
   return RegionPtr(plan, b, launch.region());
 }
 
-absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream) {
+bool InPhases(const Launch& launch, absl::Span<const Phase> phases) {
+  return phases.empty() || std::find(phases.begin(), phases.end(), launch.phase()) != phases.end();
+}
+
+absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream,
+                         absl::Span<const Phase> phases) {
   CAKE_RETURN_IF_ERROR(CheckBindings(plan, bindings));
   // Build every launch before the first runs, so a bad plan launches nothing.
   std::vector<KernelLaunch> kernels(plan.launches_size());
   std::vector<void*> memsets(plan.launches_size(), nullptr);
   for (const Launch& l : plan.launches()) {
+    if (!InPhases(l, phases)) continue;
     if (l.kind() == MEMSET) {
       CAKE_ASSIGN_OR_RETURN(memsets[l.index()], MemsetTargetOf(plan, l, bindings));
     } else {
@@ -239,6 +250,7 @@ absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_
   // Launches are listed in dependency order, so issuing them in order on one
   // stream respects every edge.
   for (const Launch& l : plan.launches()) {
+    if (!InPhases(l, phases)) continue;
     if (l.kind() == MEMSET) {
       CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(memsets[l.index()], 0, l.memset_bytes(), stream));
       continue;

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "cake/plan.pb.h"
 
 namespace cake {
@@ -32,7 +33,16 @@ struct Bindings {
   void* dx = nullptr;
   void* dz = nullptr;
   void* dw = nullptr;
-  void* workspace = nullptr;  // at least plan.workspace_bytes, 256-byte aligned
+  void* workspace = nullptr;  // 256-byte aligned
+  int64_t workspace_bytes = 0;  // the size of `workspace`: at least plan.workspace_bytes
+
+  bool operator==(const Bindings& o) const {
+    return x == o.x && residual == o.residual && h == o.h && w == o.w && y == o.y &&
+           rstd == o.rstd && z == o.z && dy == o.dy && dh_in == o.dh_in && dx == o.dx &&
+           dz == o.dz && dw == o.dw && workspace == o.workspace &&
+           workspace_bytes == o.workspace_bytes;
+  }
+  bool operator!=(const Bindings& o) const { return !(*this == o); }
 };
 
 inline constexpr size_t kMaxParamsBytes = 256;
@@ -64,7 +74,8 @@ struct KernelLaunch {
 
 // Checks that every role the plan's launches read or write is bound, not
 // null, and aligned for its accesses (activations, w: 16 bytes; rstd, FP32
-// dw: 4; workspace: 256). InvalidArgumentError naming the role otherwise.
+// dw: 4; workspace: 256), and that the workspace is large enough.
+// InvalidArgumentError naming the role otherwise.
 absl::Status CheckBindings(const Plan& plan, const Bindings& bindings);
 
 // The kernel launch of one KERNEL launch of `plan` with `bindings` (which
@@ -76,10 +87,14 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
 absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch,
                                      const Bindings& bindings);
 
-// Runs every launch of the plan in order on `stream`, without a graph. Safe
-// inside a stream capture of `stream`. Checks the bindings first: on error
-// nothing is launched.
-absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream);
+// Whether a plan launch belongs to `phases` (empty: every phase).
+bool InPhases(const Launch& launch, absl::Span<const Phase> phases);
+
+// Runs the plan's launches of `phases` (empty: all) in order on `stream`,
+// without a graph. Safe inside a stream capture of `stream`. Checks the
+// bindings and builds every launch first: on error nothing is launched.
+absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_t stream,
+                         absl::Span<const Phase> phases = {});
 
 }  // namespace cake
 

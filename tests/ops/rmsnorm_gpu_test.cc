@@ -19,170 +19,36 @@
 #include "planner/planner.h"
 #include "planner/validate.h"
 #include "tests/testing/plans.h"
+#include "tests/testing/gpu_test.h"
 #include "tests/testing/reference.h"
+#include "tests/testing/step_buffers.h"
 #include "tests/testing/specs.h"
 
 namespace cake {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::DeviceSnapshot;
+using testing::GpuTest;
 using testing::HeadsSpec;
+using testing::MustBuffers;
+using testing::MustPlan;
 using testing::RowsSpec;
-
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!testing::HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-// Device buffers for every role of one plan's spec, filled from a seed.
-class StepBuffers {
- public:
-  explicit StepBuffers(const Plan& plan) : spec_(plan.spec()) {
-    const RowShape s = RowShapeOf(spec_);
-    elems_ = s.rows() == 0 ? 0 : (s.tokens - 1) * s.token_stride + (s.heads - 1) * s.head_stride + s.dim;
-    const int64_t act = std::max<int64_t>(elems_, 8) * 2;
-    const bool gate = spec_.op() == RMSNORM_SILU_GATE;
-    b.x = Alloc(act);
-    b.y = Alloc(act);
-    b.dy = Alloc(act);
-    b.dx = Alloc(act);
-    b.rstd = static_cast<float*>(Alloc(std::max<int64_t>(s.rows(), 1) * 4));
-    b.w = Alloc(s.dim * (spec_.weight_dtype() == FP32 ? 4 : 2));
-    b.dw = Alloc(s.dim * (spec_.dw_dtype() == FP32 ? 4 : 2));
-    if (spec_.residual()) {
-      b.residual = Alloc(act);
-      b.h = Alloc(act);
-    }
-    if (spec_.residual_grad_in()) b.dh_in = Alloc(act);
-    if (gate) {
-      b.z = Alloc(act);
-      b.dz = Alloc(act);
-    }
-    if (plan.workspace_bytes() > 0) b.workspace = Alloc(plan.workspace_bytes());
-  }
-  ~StepBuffers() {
-    for (void* p : owned_) cudaFree(p);
-  }
-
-  void Fill(uint64_t seed, float z_scale = 3.f) {
-    const RowShape s = RowShapeOf(spec_);
-    testing::FillBf16(const_cast<void*>(b.x), elems_, seed * 16 + 1, 2.f);
-    testing::FillBf16(const_cast<void*>(b.dy), elems_, seed * 16 + 2, 1.f);
-    if (b.residual) testing::FillBf16(const_cast<void*>(b.residual), elems_, seed * 16 + 3, 1.f);
-    if (b.dh_in) testing::FillBf16(const_cast<void*>(b.dh_in), elems_, seed * 16 + 4, 0.5f);
-    if (b.z) testing::FillBf16(const_cast<void*>(b.z), elems_, seed * 16 + 5, z_scale);
-    if (spec_.weight_dtype() == FP32) {
-      testing::FillF32(static_cast<float*>(const_cast<void*>(b.w)), s.dim, seed * 16 + 6, 0.5f, 1.f);
-    } else {
-      testing::FillBf16(const_cast<void*>(b.w), s.dim, seed * 16 + 6, 0.5f, 1.f);
-    }
-    Poison();
-  }
-
-  // Outputs (gaps of strided views included) become the same noise every
-  // time, so an unwritten element fails a check and reruns compare equal.
-  void Poison() {
-    for (void* out : {b.y, b.dx, b.dz, b.h}) {
-      if (out) testing::FillBf16(out, elems_, 977, 100.f);
-    }
-  }
-
-  testing::RefInputs Inputs(bool with_backward = true) const {
-    const RowShape s = RowShapeOf(spec_);
-    return testing::RefInputs{RowLayout{s.rows(), s.heads, s.dim, s.token_stride, s.head_stride},
-                              b.x, b.residual, b.z, b.w, spec_.weight_dtype() == FP32,
-                              with_backward ? b.dy : nullptr, b.dh_in, spec_.eps()};
-  }
-
-  std::vector<float> Dw() const {
-    const int64_t dim = spec_.layout().dim();
-    std::vector<float> out(dim);
-    if (spec_.dw_dtype() == FP32) {
-      EXPECT_EQ(cudaMemcpy(out.data(), b.dw, dim * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    } else {
-      std::vector<uint16_t> bits(dim);
-      EXPECT_EQ(cudaMemcpy(bits.data(), b.dw, dim * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-      for (int64_t i = 0; i < dim; ++i) {
-        const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-        std::memcpy(&out[i], &u, 4);
-      }
-    }
-    return out;
-  }
-
-  int64_t elems() const { return elems_; }
-  Bindings b;
-
- private:
-  void* Alloc(int64_t bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, bytes), cudaSuccess) << bytes << " bytes";
-    owned_.push_back(p);
-    return p;
-  }
-  StepSpec spec_;
-  int64_t elems_ = 0;
-  std::vector<void*> owned_;
-};
-
-// A device copy of `bytes` at `src`, freed with the object.
-class DeviceSnapshot {
- public:
-  DeviceSnapshot(const void* src, int64_t bytes) {
-    EXPECT_EQ(cudaMalloc(&copy_, bytes), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(copy_, src, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
-  }
-  ~DeviceSnapshot() { cudaFree(copy_); }
-  const void* get() const { return copy_; }
-
- private:
-  void* copy_ = nullptr;
-};
-
-Plan MustPlan(const StepSpec& spec) {
-  absl::StatusOr<TargetDevice> target = TargetDevice::Current();
-  EXPECT_TRUE(target.ok()) << target.status();
-  absl::StatusOr<Plan> plan = MakePlan(spec, *target);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return *plan;
-}
-
-void RunPlan(const Plan& plan, const Bindings& b) {
-  const absl::Status s = LaunchEager(plan, b, nullptr);
-  if (!s.ok()) cudaGetLastError();  // keep the failure out of later checks
-  ASSERT_TRUE(s.ok()) << s;
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-}
-
-struct Worst {
-  double y = 0, dx = 0, dz = 0, dw = 0, h = 0, rstd = 0;
-  void Add(const testing::Violations& v, double dw_v) {
-    y = std::max(y, v.y), dx = std::max(dx, v.dx), dz = std::max(dz, v.dz);
-    h = std::max(h, v.h), rstd = std::max(rstd, v.rstd), dw = std::max(dw, dw_v);
-  }
-  bool Within() const { return y <= 1 && dx <= 1 && dz <= 1 && dw <= 1 && h <= 1 && rstd <= 1; }
-};
+using testing::RunPlan;
 
 // Forward + backward of `spec` (both phases), worst of `seeds` seeds.
-Worst CheckStep(StepSpec spec, int seeds = 5) {
+testing::Worst CheckStep(StepSpec spec, int seeds = 5) {
   spec.clear_phases();
   spec.add_phases(FORWARD);
   spec.add_phases(BACKWARD);
   const Plan plan = MustPlan(spec);
-  StepBuffers buf(plan);
-  Worst worst;
-  for (int seed = 0; seed < seeds; ++seed) {
-    buf.Fill(seed + 1);
-    RunPlan(plan, buf.b);
-    std::vector<double> dw_ref;
-    const testing::Violations v = testing::CheckRows(
-        buf.Inputs(), testing::RefOutputs{buf.b.h, buf.b.y, buf.b.rstd, buf.b.dx, buf.b.dz},
-        &dw_ref);
-    worst.Add(v, testing::DwViolation(buf.Dw(), dw_ref, spec.dw_dtype() == BF16));
+  const auto buf = MustBuffers(plan);
+  testing::Worst worst;
+  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
+    buf->Fill(seed + 1);
+    RunPlan(plan, buf->b);
+    const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
+    worst.Add(testing::Violations{w.h, w.y, w.rstd, w.dx, w.dz}, w.dw);
   }
   return worst;
 }
@@ -198,7 +64,7 @@ std::string Label(const StepSpec& s) {
 }
 
 void ExpectWithinBudget(const StepSpec& spec, int seeds = 5) {
-  const Worst w = CheckStep(spec, seeds);
+  const testing::Worst w = CheckStep(spec, seeds);
   std::printf("budget multiples  %-60s y %.3f dx %.3f dz %.3f dw %.3f rstd %.3f h %.3f\n",
               Label(spec).c_str(), w.y, w.dx, w.dz, w.dw, w.rstd, w.h);
   EXPECT_TRUE(w.Within()) << Label(spec) << ": y " << w.y << " dx " << w.dx << " dz " << w.dz
@@ -217,10 +83,10 @@ TEST_F(GpuTest, CpuAndGpuReferencesAgree) {
   specs.push_back(gate);
   for (const StepSpec& spec : specs) {
     const Plan plan = MustPlan(spec);
-    StepBuffers buf(plan);
-    buf.Fill(42);
-    const testing::HostRef cpu = testing::CpuReference(buf.Inputs());
-    const testing::HostRef gpu = testing::GpuReference(buf.Inputs());
+    const auto buf = MustBuffers(plan);
+    buf->Fill(42);
+    const testing::HostRef cpu = testing::CpuReference(buf->Inputs());
+    const testing::HostRef gpu = testing::GpuReference(buf->Inputs());
     auto close = [](const std::vector<double>& a, const std::vector<double>& b) {
       if (a.size() != b.size()) return false;
       for (size_t i = 0; i < a.size(); ++i) {
@@ -267,11 +133,11 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   const Plan plan = testing::ForceProgram(MustPlan(RowsSpec(17, 512, true, {FORWARD})),
                                           "rmsnorm.fwd.warp", "rmsnorm.fwd.cta",
                                           *TargetDevice::Current());
-  StepBuffers buf(plan);
-  buf.Fill(7);
-  RunPlan(plan, buf.b);
+  const auto buf = MustBuffers(plan);
+  buf->Fill(7);
+  RunPlan(plan, buf->b);
   const testing::Violations v = testing::CheckRows(
-      buf.Inputs(false), testing::RefOutputs{nullptr, buf.b.y, buf.b.rstd, nullptr, nullptr}, nullptr);
+      buf->Inputs(false), testing::RefOutputs{nullptr, buf->b.y, buf->b.rstd, nullptr, nullptr}, nullptr);
   EXPECT_LE(v.y, 1);
   ran.insert("rmsnorm.fwd.cta");
   for (const ProgramInfo& p : Programs()) EXPECT_EQ(ran.count(std::string(p.id)), 1u) << p.id;
@@ -314,15 +180,15 @@ TEST_F(GpuTest, PerHeadViewsWithinBudget) {
 TEST_F(GpuTest, StridedViewsLeaveTheGapsAlone) {
   const StepSpec spec = HeadsSpec(4096, 24, 256, 32 * 256, 256);
   const Plan plan = MustPlan(spec);
-  StepBuffers buf(plan);
-  buf.Fill(3);
-  const int64_t n = buf.elems();
+  const auto buf = MustBuffers(plan);
+  buf->Fill(3);
+  const int64_t n = buf->elems();
   std::vector<uint16_t> y_before(n), dx_before(n), y_after(n), dx_after(n);
-  CUDA_OK(cudaMemcpy(y_before.data(), buf.b.y, n * 2, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(dx_before.data(), buf.b.dx, n * 2, cudaMemcpyDeviceToHost));
-  RunPlan(plan, buf.b);
-  CUDA_OK(cudaMemcpy(y_after.data(), buf.b.y, n * 2, cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(dx_after.data(), buf.b.dx, n * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(y_before.data(), buf->b.y, n * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(dx_before.data(), buf->b.dx, n * 2, cudaMemcpyDeviceToHost));
+  RunPlan(plan, buf->b);
+  CUDA_OK(cudaMemcpy(y_after.data(), buf->b.y, n * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(dx_after.data(), buf->b.dx, n * 2, cudaMemcpyDeviceToHost));
   int64_t gap_changed = 0, head_unchanged = 0;
   for (int64_t i = 0; i < n; ++i) {
     const bool in_head = (i % (32 * 256)) < 24 * 256;
@@ -365,16 +231,16 @@ TEST_F(GpuTest, AccumulateDwAddsIntoExistingGradient) {
     StepSpec spec = RowsSpec(4096, 1536, det, {FORWARD, BACKWARD});
     spec.set_accumulate_dw(true);
     const Plan plan = MustPlan(spec);
-    StepBuffers buf(plan);
-    buf.Fill(5);
+    const auto buf = MustBuffers(plan);
+    buf->Fill(5);
     std::vector<float> prior(1536);
     for (int i = 0; i < 1536; ++i) prior[i] = 0.25f * (i % 7) - 0.5f;
-    CUDA_OK(cudaMemcpy(buf.b.dw, prior.data(), 1536 * 4, cudaMemcpyHostToDevice));
-    RunPlan(plan, buf.b);
+    CUDA_OK(cudaMemcpy(buf->b.dw, prior.data(), 1536 * 4, cudaMemcpyHostToDevice));
+    RunPlan(plan, buf->b);
     std::vector<double> ref;
-    testing::CheckRows(buf.Inputs(), testing::RefOutputs{}, &ref);
+    testing::CheckRows(buf->Inputs(), testing::RefOutputs{}, &ref);
     for (int i = 0; i < 1536; ++i) ref[i] += prior[i];
-    EXPECT_LE(testing::DwViolation(buf.Dw(), ref), 1.0) << (det ? "det" : "nondet");
+    EXPECT_LE(testing::DwViolation(buf->Dw(), ref), 1.0) << (det ? "det" : "nondet");
   }
 }
 
@@ -384,21 +250,21 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
   StepSpec spec = spec_in;
   spec.set_deterministic(true);
   const Plan plan = MustPlan(spec);
-  StepBuffers buf(plan);
-  buf.Fill(9);
-  RunPlan(plan, buf.b);
-  const int64_t bytes = buf.elems() * 2;
-  const DeviceSnapshot dx0(buf.b.dx, bytes);
-  const std::vector<float> dw0 = buf.Dw();
+  const auto buf = MustBuffers(plan);
+  buf->Fill(9);
+  RunPlan(plan, buf->b);
+  const int64_t bytes = buf->elems() * 2;
+  const DeviceSnapshot dx0(buf->b.dx, bytes);
+  const std::vector<float> dw0 = buf->Dw();
   auto same = [&](const char* what) {
-    EXPECT_EQ(testing::CountDiff(dx0.get(), buf.b.dx, bytes), 0) << what;
-    const std::vector<float> dw = buf.Dw();
+    EXPECT_EQ(testing::CountDiff(dx0.get(), buf->b.dx, bytes), 0) << what;
+    const std::vector<float> dw = buf->Dw();
     EXPECT_EQ(std::memcmp(dw.data(), dw0.data(), dw.size() * 4), 0) << what;
   };
   for (int i = 0; i < 20; ++i) {
-    buf.Poison();
-    CUDA_OK(cudaMemset(buf.b.dw, 0, spec.layout().dim() * 4));
-    RunPlan(plan, buf.b);
+    buf->Poison();
+    CUDA_OK(cudaMemset(buf->b.dw, 0, spec.layout().dim() * 4));
+    RunPlan(plan, buf->b);
     same("rerun");
   }
   // The partition is fixed by the shape; the grid only decides which CTA
@@ -408,8 +274,8 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
     for (Launch& l : *forced.mutable_launches()) {
       if (l.program().find(".bwd.det.partials") != std::string::npos) l.mutable_grid()->set_x(grid);
     }
-    buf.Poison();
-    RunPlan(forced, buf.b);
+    buf->Poison();
+    RunPlan(forced, buf->b);
     same(absl::StrCat("grid ", grid).c_str());
   }
 }
@@ -424,14 +290,14 @@ TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
   // A shape the sm_90a table gives to the kb program (FP64 atomics).
   const Plan plan = MustPlan(RowsSpec(46593, 6144, false, {FORWARD, BACKWARD}));
   ASSERT_EQ(plan.launches(2).program(), "rmsnorm.bwd.kb");
-  StepBuffers buf(plan);
-  buf.Fill(13);
+  const auto buf = MustBuffers(plan);
+  buf->Fill(13);
   std::vector<double> ref;
-  testing::CheckRows(buf.Inputs(), testing::RefOutputs{}, &ref);
+  testing::CheckRows(buf->Inputs(), testing::RefOutputs{}, &ref);
   double worst = 0;
   for (int i = 0; i < 20; ++i) {
-    RunPlan(plan, buf.b);
-    worst = std::max(worst, testing::DwViolation(buf.Dw(), ref));
+    RunPlan(plan, buf->b);
+    worst = std::max(worst, testing::DwViolation(buf->Dw(), ref));
   }
   std::printf("nondet dw over 20 runs [46593, 6144]: worst %.3f of budget\n", worst);
   EXPECT_LE(worst, 1.0);
@@ -448,14 +314,14 @@ TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
     StepSpec re = fwd;
     re.set_phases(0, RECOMPUTE);
     const Plan pf = MustPlan(fwd), pr = MustPlan(re);
-    StepBuffers buf(pf);
-    buf.Fill(21);
-    RunPlan(pf, buf.b);
-    const int64_t bytes = buf.elems() * 2;
-    const DeviceSnapshot y0(buf.b.y, bytes);
-    buf.Poison();
-    RunPlan(pr, buf.b);
-    EXPECT_EQ(testing::CountDiff(y0.get(), buf.b.y, bytes), 0) << Label(fwd);
+    const auto buf = MustBuffers(pf);
+    buf->Fill(21);
+    RunPlan(pf, buf->b);
+    const int64_t bytes = buf->elems() * 2;
+    const DeviceSnapshot y0(buf->b.y, bytes);
+    buf->Poison();
+    RunPlan(pr, buf->b);
+    EXPECT_EQ(testing::CountDiff(y0.get(), buf->b.y, bytes), 0) << Label(fwd);
   }
 }
 
@@ -472,14 +338,14 @@ TEST_F(GpuTest, NonFiniteRowStaysInItsRow) {
   for (bool det : {true, false}) {
     const int64_t dim = 2048, tokens = 64;
     const Plan plan = MustPlan(RowsSpec(tokens, dim, det, {FORWARD, BACKWARD}));
-    StepBuffers buf(plan);
-    buf.Fill(17);
-    testing::SetBf16(const_cast<void*>(buf.b.x), 5 * dim + 3, NAN);
-    testing::SetBf16(const_cast<void*>(buf.b.x), 9 * dim + 100, INFINITY);
-    RunPlan(plan, buf.b);
+    const auto buf = MustBuffers(plan);
+    buf->Fill(17);
+    testing::SetBf16(const_cast<void*>(buf->b.x), 5 * dim + 3, NAN);
+    testing::SetBf16(const_cast<void*>(buf->b.x), 9 * dim + 100, INFINITY);
+    RunPlan(plan, buf->b);
     std::vector<uint16_t> y(tokens * dim), dx(tokens * dim);
-    CUDA_OK(cudaMemcpy(y.data(), buf.b.y, y.size() * 2, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(dx.data(), buf.b.dx, dx.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(y.data(), buf->b.y, y.size() * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(dx.data(), buf->b.dx, dx.size() * 2, cudaMemcpyDeviceToHost));
     auto finite = [](uint16_t bits) { return (bits & 0x7f80) != 0x7f80; };
     for (int64_t r = 0; r < tokens; ++r) {
       int64_t nonfinite_y = 0, nonfinite_dx = 0;
@@ -499,16 +365,16 @@ TEST_F(GpuTest, NonFiniteRowStaysInItsRow) {
 
 TEST_F(GpuTest, AllZeroRowGivesFiniteRstd) {
   const Plan plan = MustPlan(RowsSpec(16, 4096, true, {FORWARD, BACKWARD}));
-  StepBuffers buf(plan);
-  buf.Fill(19);
-  CUDA_OK(cudaMemset(const_cast<void*>(buf.b.x), 0, 4096 * 2 * 3));  // rows 0..2
-  RunPlan(plan, buf.b);
+  const auto buf = MustBuffers(plan);
+  buf->Fill(19);
+  CUDA_OK(cudaMemset(const_cast<void*>(buf->b.x), 0, 4096 * 2 * 3));  // rows 0..2
+  RunPlan(plan, buf->b);
   std::vector<float> rstd(16);
-  CUDA_OK(cudaMemcpy(rstd.data(), buf.b.rstd, 16 * 4, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(rstd.data(), buf->b.rstd, 16 * 4, cudaMemcpyDeviceToHost));
   for (int r = 0; r < 3; ++r) EXPECT_NEAR(rstd[r], 1.0 / std::sqrt(1e-6), 1e-3 * 1000);
   std::vector<double> ref;
   const testing::Violations v = testing::CheckRows(
-      buf.Inputs(), testing::RefOutputs{nullptr, buf.b.y, buf.b.rstd, buf.b.dx, nullptr}, &ref);
+      buf->Inputs(), testing::RefOutputs{nullptr, buf->b.y, buf->b.rstd, buf->b.dx, nullptr}, &ref);
   EXPECT_LE(v.y, 1);
   EXPECT_LE(v.dx, 1);
   EXPECT_LE(v.rstd, 1);
@@ -519,31 +385,37 @@ TEST_F(GpuTest, AllZeroRowGivesFiniteRstd) {
 TEST_F(GpuTest, BadBindingsLaunchNothing) {
   StepSpec spec = RowsSpec(256, 1024, true, {FORWARD, BACKWARD});
   const Plan plan = MustPlan(spec);
-  StepBuffers buf(plan);
-  buf.Fill(23);
+  const auto buf = MustBuffers(plan);
+  buf->Fill(23);
   std::vector<uint16_t> before(256 * 1024), after(256 * 1024);
-  CUDA_OK(cudaMemcpy(before.data(), buf.b.y, before.size() * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(before.data(), buf->b.y, before.size() * 2, cudaMemcpyDeviceToHost));
 
-  Bindings missing = buf.b;
+  Bindings missing = buf->b;
   missing.dy = nullptr;
   absl::Status s = LaunchEager(plan, missing, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.dy: null"));
 
-  Bindings misaligned = buf.b;
-  misaligned.x = static_cast<const char*>(buf.b.x) + 2;
+  Bindings misaligned = buf->b;
+  misaligned.x = static_cast<const char*>(buf->b.x) + 2;
   s = LaunchEager(plan, misaligned, nullptr);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.x = "));
   EXPECT_THAT(std::string(s.message()), HasSubstr("not 16-byte aligned"));
 
-  Bindings no_ws = buf.b;
+  Bindings no_ws = buf->b;
   no_ws.workspace = nullptr;
   s = LaunchEager(plan, no_ws, nullptr);
   EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.workspace: null"));
 
+  Bindings small_ws = buf->b;
+  small_ws.workspace_bytes = plan.workspace_bytes() - 256;
+  s = LaunchEager(plan, small_ws, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bindings.workspace_bytes = "));
+
   CUDA_OK(cudaDeviceSynchronize());
-  CUDA_OK(cudaMemcpy(after.data(), buf.b.y, after.size() * 2, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(after.data(), buf->b.y, after.size() * 2, cudaMemcpyDeviceToHost));
   EXPECT_EQ(before, after) << "a refused launch wrote y";
 }
 

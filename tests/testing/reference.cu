@@ -168,6 +168,13 @@ __global__ void CountDiffKernel(const unsigned char* a, const unsigned char* b, 
   if (local) atomicAdd(count, local);
 }
 
+__global__ void ScaleKernel(ScaleParams p) {
+  auto* q = static_cast<__nv_bfloat16*>(p.p);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < p.n; i += int64_t{gridDim.x} * blockDim.x) {
+    q[i] = __float2bfloat16_rn(__bfloat162float(q[i]) * p.scale);
+  }
+}
+
 int Blocks(int64_t n) { return static_cast<int>(std::min<int64_t>((n + 255) / 256, 65536)); }
 
 // Runs the reference; fills dw and, if dense is set, the dense outputs.
@@ -339,6 +346,14 @@ double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref,
     worst = std::max(worst, v);
   }
   return worst;
+}
+
+const void* ScaleBf16Kernel() { return reinterpret_cast<const void*>(&ScaleKernel); }
+
+void ScaleBf16(void* p, int64_t n, float scale, void* stream) {
+  ScaleKernel<<<ScaleGrid(n), kScaleBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+      ScaleParams{p, n, scale});
+  REF_CHECK(cudaGetLastError());
 }
 
 int64_t CountDiff(const void* a, const void* b, int64_t bytes) {

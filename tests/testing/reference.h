@@ -64,6 +64,19 @@ HostRef GpuReference(const RefInputs& in);
 // 1e-4 + (1e-4 + 2^-8) * |ref|.
 double DwViolation(const std::vector<float>& dw, const std::vector<double>& ref, bool bf16 = false);
 
+// A trainer's own kernel for graph tests: p[i] = bf16(p[i] * scale) over n
+// BF16 elements, in place.
+struct ScaleParams {
+  void* p;
+  int64_t n;
+  float scale;
+};
+const void* ScaleBf16Kernel();
+inline constexpr int kScaleBlock = 256;
+inline int ScaleGrid(int64_t n) { return static_cast<int>(n / kScaleBlock / 8 + 1); }
+// The same, launched on a stream.
+void ScaleBf16(void* p, int64_t n, float scale, void* stream = nullptr);
+
 // Number of differing bytes between two device buffers.
 int64_t CountDiff(const void* a, const void* b, int64_t bytes);
 

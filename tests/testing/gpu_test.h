@@ -1,0 +1,66 @@
+// Shared pieces of the GPU tests: the fixture that skips without a device,
+// plans for the current device, buffers, eager runs and device snapshots.
+#ifndef CAKE_TESTS_TESTING_GPU_TEST_H_
+#define CAKE_TESTS_TESTING_GPU_TEST_H_
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "ops/launch.h"
+#include "planner/planner.h"
+#include "tests/testing/reference.h"
+#include "tests/testing/step_buffers.h"
+
+namespace cake::testing {
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HasCudaDevice()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// The buffers of a plan's spec (the test fails if they cannot be allocated).
+inline std::unique_ptr<StepBuffers> MustBuffers(const Plan& plan) {
+  absl::StatusOr<std::unique_ptr<StepBuffers>> made = StepBuffers::Create(plan);
+  EXPECT_TRUE(made.ok()) << made.status();
+  return made.ok() ? std::move(*made) : nullptr;
+}
+
+// A device copy of `bytes` at `src`, freed with the object.
+class DeviceSnapshot {
+ public:
+  DeviceSnapshot(const void* src, int64_t bytes) {
+    EXPECT_EQ(cudaMalloc(&copy_, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(copy_, src, bytes, cudaMemcpyDeviceToDevice), cudaSuccess);
+  }
+  ~DeviceSnapshot() { cudaFree(copy_); }
+  const void* get() const { return copy_; }
+
+ private:
+  void* copy_ = nullptr;
+};
+
+inline Plan MustPlan(const StepSpec& spec) {
+  absl::StatusOr<TargetDevice> target = TargetDevice::Current();
+  EXPECT_TRUE(target.ok()) << target.status();
+  absl::StatusOr<Plan> plan = MakePlan(spec, *target);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return *plan;
+}
+
+inline void RunPlan(const Plan& plan, const Bindings& b) {
+  const absl::Status s = LaunchEager(plan, b, nullptr);
+  if (!s.ok()) cudaGetLastError();  // keep the failure out of later checks
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace cake::testing
+
+#endif  // CAKE_TESTS_TESTING_GPU_TEST_H_
