@@ -25,6 +25,30 @@ cudaKernelNodeParams KernelNodeParams(KernelLaunch& k) {
 
 }  // namespace
 
+std::string PlanDot(const Plan& plan, absl::Span<const Phase> phases) {
+  std::string out = absl::StrFormat(
+      "digraph cake_step {\n  label=\"plan %s (%s, %s)\";\n  node [shape=box];\n",
+      plan.fingerprint(), plan.arch(), plan.spec().name());
+  for (const Launch& l : plan.launches()) {
+    if (!InPhases(l, phases)) continue;
+    const std::string what =
+        l.kind() == MEMSET
+            ? absl::StrCat("memset ", l.region(), " (", l.memset_bytes(), " B)")
+            : absl::StrCat(l.program(), "\\ngrid ", l.grid().x(), " block ", l.block().x(),
+                           l.block().y() > 1 ? absl::StrCat("x", l.block().y()) : "");
+    absl::StrAppendFormat(&out, "  n%d [label=\"[%d] %s\\n%s\\nplan %s\"];\n", l.index(),
+                          l.index(), Phase_Name(l.phase()), what, plan.fingerprint());
+  }
+  for (const Launch& l : plan.launches()) {
+    if (!InPhases(l, phases)) continue;
+    for (int d : l.depends_on()) {
+      if (InPhases(plan.launches(d), phases)) absl::StrAppendFormat(&out, "  n%d -> n%d;\n", d, l.index());
+    }
+  }
+  out += "}\n";
+  return out;
+}
+
 Bindings Step::WithWorkspace(Bindings b) const {
   if (b.workspace == nullptr && owned_workspace_ != nullptr) {
     b.workspace = owned_workspace_;
@@ -133,29 +157,7 @@ absl::Status Step::LaunchEager(cudaStream_t stream) const {
   return cake::LaunchEager(plan_, bindings_, stream, phases_);
 }
 
-std::string Step::Dot() const {
-  std::string out = absl::StrFormat(
-      "digraph cake_step {\n  label=\"plan %s (%s, %s)\";\n  node [shape=box];\n",
-      plan_.fingerprint(), plan_.arch(), plan_.spec().name());
-  for (int index : launch_index_) {
-    const Launch& l = plan_.launches(index);
-    const std::string what =
-        l.kind() == MEMSET ? absl::StrCat("memset ", l.region(), " (", l.memset_bytes(), " B)")
-                           : absl::StrCat(l.program(), "\\ngrid ", l.grid().x(), " block ",
-                                          l.block().x(), l.block().y() > 1
-                                                             ? absl::StrCat("x", l.block().y())
-                                                             : "");
-    absl::StrAppendFormat(&out, "  n%d [label=\"[%d] %s\\n%s\\nplan %s\"];\n", index, index,
-                          Phase_Name(l.phase()), what, plan_.fingerprint());
-  }
-  for (int index : launch_index_) {
-    for (int d : plan_.launches(index).depends_on()) {
-      if (InPhases(plan_.launches(d), phases_)) absl::StrAppendFormat(&out, "  n%d -> n%d;\n", d, index);
-    }
-  }
-  out += "}\n";
-  return out;
-}
+std::string Step::Dot() const { return PlanDot(plan_, phases_); }
 
 absl::Status Step::ToDot(const std::string& path) const { return WriteFile(path, Dot()); }
 

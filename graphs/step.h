@@ -18,6 +18,11 @@
 
 namespace cake {
 
+// A DOT graph of the plan's launches of `phases` (empty: all): one node per
+// launch labelled with its index, phase, program id (or memset region) and
+// the plan fingerprint; edges from the plan's dependencies. Needs no device.
+std::string PlanDot(const Plan& plan, absl::Span<const Phase> phases = {});
+
 class Step {
  public:
   // Builds the graph of the plan's launches of `phases` (empty: all, the

@@ -5,6 +5,7 @@
 // 1 internal error.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -22,6 +23,8 @@
 #include "planner/routing.h"
 #include "planner/text_proto.h"
 #include "planner/validate.h"
+#include "graphs/step.h"
+#include "tools/run_command.h"
 
 namespace cake {
 namespace {
@@ -59,7 +62,11 @@ std::string FlagOr(const std::map<std::string, std::string>& flags, const std::s
 }
 
 // A file holding a Plan (binary, or text with a format_version) or a StepSpec.
-absl::StatusOr<Plan> PlanOrSpecFile(const std::string& path, const std::string& arch_flag) {
+// A plan is checked against `arch_flag` (default: its own arch); a spec is
+// planned for `spec_target`, else for the nominal device of `arch_flag`
+// (default sm_90a).
+absl::StatusOr<Plan> PlanOrSpecFile(const std::string& path, const std::string& arch_flag,
+                                    const TargetDevice* spec_target = nullptr) {
   absl::StatusOr<Encoding> encoding = EncodingOfPath(path);
   if (!encoding.ok()) return encoding.status();
   absl::StatusOr<std::string> bytes = ReadFile(path);
@@ -81,10 +88,19 @@ absl::StatusOr<Plan> PlanOrSpecFile(const std::string& path, const std::string& 
   }
   absl::StatusOr<StepSpec> spec = ParseSpecText(*bytes, path);
   if (!spec.ok()) return spec.status();
+  if (spec_target != nullptr) return MakePlan(*spec, *spec_target);
   absl::StatusOr<TargetDevice> target =
       TargetDevice::ForArch(arch_flag.empty() ? kDefaultArch : arch_flag);
   if (!target.ok()) return target.status();
   return MakePlan(*spec, *target);
+}
+
+// A spec is planned for the current device (its SM count sizes the grids); a
+// saved plan must be for its arch. Without a device: the nominal sm_90a.
+absl::StatusOr<Plan> PlanForRun(const std::string& path) {
+  absl::StatusOr<TargetDevice> device = TargetDevice::Current();
+  if (!device.ok()) return PlanOrSpecFile(path, "");
+  return PlanOrSpecFile(path, device->arch, &*device);
 }
 
 int RunValidate(const std::vector<std::string>& args, const std::map<std::string, std::string>&) {
@@ -123,6 +139,26 @@ int RunExplain(const std::vector<std::string>& args,
   absl::StatusOr<Plan> plan = PlanOrSpecFile(args[0], FlagOr(flags, "arch", ""));
   if (!plan.ok()) return Fail(plan.status());
   std::cout << Explain(*plan);
+  return 0;
+}
+
+int RunRun(const std::vector<std::string>& args, const std::map<std::string, std::string>& flags) {
+  const int replays = std::atoi(FlagOr(flags, "replays", "1").c_str());
+  const long long seed = std::atoll(FlagOr(flags, "seed", "1").c_str());
+  if (replays < 1) return Fail(absl::InvalidArgumentError("--replays: must be >= 1"));
+  absl::StatusOr<Plan> plan = PlanForRun(args[0]);
+  if (!plan.ok()) return Fail(plan.status());
+  return RunOnDevice(*plan, replays, static_cast<uint64_t>(seed));
+}
+
+int RunGraph(const std::vector<std::string>& args, const std::map<std::string, std::string>& flags) {
+  const std::string dot = FlagOr(flags, "dot", "");
+  if (dot.empty()) return Fail(absl::InvalidArgumentError("--dot FILE: required"));
+  absl::StatusOr<Plan> plan = PlanOrSpecFile(args[0], FlagOr(flags, "arch", ""));
+  if (!plan.ok()) return Fail(plan.status());
+  if (absl::Status s = WriteFile(dot, PlanDot(*plan)); !s.ok()) return Fail(s);
+  std::cout << "wrote " << dot << " (" << plan->launches_size() << " launches, plan "
+            << plan->fingerprint() << ")\n";
   return 0;
 }
 
@@ -168,6 +204,19 @@ const std::map<std::string, Command>& Commands() {
         "(for ARCH, default sm_90a) and explains that: launches, reasons, workspace.",
         RunExplain, {"arch"}, 1}},
       {"programs", {"cake programs", "Lists every registered program.", RunPrograms, {}, 0}},
+      {"run",
+       {"cake run SPEC_OR_PLAN [--replays N] [--seed S]",
+        "Plans the spec for this GPU (or loads the plan), fills the inputs from seed S\n"
+        "(default 1), builds the step's CUDA graph, replays it N times (default 1) and prints\n"
+        "each output's worst error against the FP64 reference as a multiple of its budget.\n"
+        "Exit 0: within budget; 1: outside it or a CUDA error; 3: no CUDA device (the plan is\n"
+        "printed instead).",
+        RunRun, {"replays", "seed"}, 1}},
+      {"graph",
+       {"cake graph SPEC_OR_PLAN --dot FILE [--arch ARCH]",
+        "Writes the step's graph as DOT: a node per launch (program id, phase, plan\n"
+        "fingerprint), edges from the plan's dependencies. Needs no GPU.",
+        RunGraph, {"dot", "arch"}, 1}},
       {"routes",
        {"cake routes [--arch sm_90a]", "Prints an arch's routing table with its evidence.",
         RunRoutes, {"arch"}, 0}},

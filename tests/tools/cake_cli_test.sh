@@ -52,5 +52,25 @@ expect "missing argument" 2 "expected 1 argument" -- "$cake" validate
 expect "help" 0 "usage: cake plan SPEC" -- "$cake" plan --help
 expect "top help" 0 "commands:" -- "$cake" --help
 
+expect "graph dot" 0 "^wrote .*graph\.dot" -- "$cake" graph "$root/examples/specs/ckpt_gate_t8192_h32_d128.textproto" --dot "$tmp/graph.dot"
+if grep -q "rmsnorm_silu_gate.bwd.kb" "$tmp/graph.dot" && grep -q -- "-> n3" "$tmp/graph.dot"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL graph dot content"; failures=$((failures + 1))
+fi
+expect "graph needs --dot" 2 "--dot FILE: required" -- "$cake" graph "$root/examples/specs/ckpt_gate_t8192_h32_d128.textproto"
+
+# cake run: on a machine without a GPU it prints the plan, says so, exits 3;
+# with one it checks the outputs (exit 0 when within budget).
+"$cake" run "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" >"$tmp/run.out" 2>&1
+rc=$?
+if { [ $rc -eq 3 ] && grep -q "no CUDA device; the plan above was not run" "$tmp/run.out" && grep -q "^launches" "$tmp/run.out"; } ||
+   { [ $rc -eq 0 ] && grep -qE "^  dw +[0-9.]+  ok" "$tmp/run.out"; }; then
+  pass=$((pass + 1))
+else
+  echo "FAIL run: exit $rc"; sed 's/^/    /' "$tmp/run.out"; failures=$((failures + 1))
+fi
+expect "run bad replays" 2 "--replays: must be >= 1" -- "$cake" run "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --replays 0
+
 echo "cake cli: $pass passed, $failures failed"
 [ "$failures" -eq 0 ]
