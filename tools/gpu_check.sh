@@ -2,10 +2,12 @@
 # Everything that needs the GPU, in one go: run from the repository root on a
 # machine with a CUDA device, with build/bin built (statically) elsewhere.
 #   bash tools/gpu_check.sh [OUT_DIR]     (default: $OUT, else /tmp/cake_gpu)
+# CAKE_BIN names the folder of the binaries (default build/bin).
 # Writes one log per step under OUT_DIR and prints a summary; exit 1 if any
 # step failed.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/cake_gpu}}
+bin=${CAKE_BIN:-build/bin}
 mkdir -p "$out"
 failed=0
 step() {  # step NAME COMMAND...: run, log, one summary line
@@ -16,17 +18,17 @@ step() {  # step NAME COMMAND...: run, log, one summary line
   [ $rc -eq 0 ] || failed=1
   printf '%-26s rc=%d  %s\n' "$name" "$rc" "$(grep -E 'PASSED|FAILED|SUMMARY|worst error|median|ok$' "$out/$name.log" | tail -1)"
 }
-step ops_gpu_tests build/bin/ops_gpu_tests
-step graphs_gpu_tests build/bin/graphs_gpu_tests
+step ops_gpu_tests $bin/ops_gpu_tests
+step graphs_gpu_tests $bin/graphs_gpu_tests
 grep -hE "budget multiples|nondet dw" "$out/ops_gpu_tests.log" >"$out/budget.txt"
-step cake_run build/bin/cake run examples/specs/ckpt_rmsnorm_t65536_h4096.textproto
+step cake_run $bin/cake run examples/specs/ckpt_rmsnorm_t65536_h4096.textproto
 for example in capture_ckpt_step embed_in_trainer_graph serialize_plan replay_benchmark; do
-  step "$example" "build/bin/$example"
+  step "$example" "$bin/$example"
 done
 for tool in memcheck racecheck; do
   step "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 1 \
-    build/bin/ops_gpu_tests --gtest_filter=GpuTest.SmallStepsOfEveryProgram
+    $bin/ops_gpu_tests --gtest_filter=GpuTest.SmallStepsOfEveryProgram
 done
-step cake_speed build/bin/cake_speed --reps 100
+step cake_speed $bin/cake_speed --reps 100
 echo "logs in $out"
 exit $failed
