@@ -8,6 +8,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -173,6 +174,28 @@ TEST_F(GpuTest, CacheIsBoundedByEntries) {
   EXPECT_EQ(cache.stats().size, 2u);
   EXPECT_EQ(cache.stats().evictions, 1);
   EXPECT_EQ(cache.stats().instantiations, 3);
+}
+
+TEST_F(GpuTest, CacheFromEightThreadsInstantiatesOnce) {
+  const Plan plan = MustPlan(RowsSpec(1024, 2048, true));
+  const auto buf = MustBuffers(plan);
+  buf->Fill(45);
+  GraphCache cache(4);
+  std::vector<std::thread> threads;
+  std::vector<Step*> got(8, nullptr);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      absl::StatusOr<std::shared_ptr<Step>> step = cache.Get(plan, buf->b);
+      if (step.ok()) got[t] = step->get();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (Step* s : got) EXPECT_EQ(s, got[0]);
+  EXPECT_NE(got[0], nullptr);
+  const GraphCache::Stats s = cache.stats();
+  EXPECT_EQ(s.instantiations, 1);
+  EXPECT_EQ(s.hits, 7);
+  EXPECT_EQ(s.rebinds, 0);
 }
 
 TEST_F(GpuTest, EmbeddedBetweenTrainerKernelsKeepsOrder) {
