@@ -5,16 +5,13 @@
 #define CAKE_GRAPHS_GRAPH_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <string>
-#include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "graphs/step.h"
+#include "ops/lru.h"
 
 namespace cake {
 
@@ -39,11 +36,8 @@ class GraphCache {
   Stats stats() const;
 
  private:
-  using Entry = std::pair<std::string, std::shared_ptr<Step>>;
-  const size_t capacity_;
   mutable absl::Mutex mu_;
-  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front: most recent
-  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  Lru<std::shared_ptr<Step>> steps_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,15 +4,13 @@
 #define CAKE_PLANNER_PLAN_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
-#include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "cake/plan.pb.h"
+#include "ops/lru.h"
 
 namespace cake {
 
@@ -38,11 +36,8 @@ class PlanCache {
   Stats stats() const;
 
  private:
-  using Entry = std::pair<std::string, std::shared_ptr<const Plan>>;
-  const size_t capacity_;
   mutable absl::Mutex mu_;
-  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // front: most recent
-  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  Lru<std::shared_ptr<const Plan>> plans_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
