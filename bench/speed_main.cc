@@ -21,9 +21,12 @@
 #include "ops/launch.h"
 #include "ops/status.h"
 #include "planner/planner.h"
+#include "ops/registry.h"
 #include "ops/row_config.h"
+#include "planner/validate.h"
 #include "tests/testing/plans.h"
 #include "tests/testing/reference.h"
+#include "tests/testing/step_buffers.h"
 
 namespace cake {
 namespace {
@@ -33,8 +36,26 @@ struct Row {
   double us, gbps, fraction;
 };
 
-absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shapes,
-                 bool compare_forward) {
+// One shape of the rows form ([T, H], heads = 1) or of the gated op
+// (T x heads x D, contiguous heads).
+struct Shape {
+  int64_t tokens, heads, dim;
+  bool gate;
+  std::string Name() const {
+    return gate ? absl::StrFormat("gate %dx%dx%d", tokens, heads, dim)
+                : absl::StrFormat("[%d, %d]", tokens, dim);
+  }
+};
+
+// Bytes an op must move (BENCH.md): activations in and out, rstd, the dw row.
+double OpBytes(const Shape& s, bool backward) {
+  const double n = static_cast<double>(s.tokens) * s.heads * s.dim;
+  const double rows = static_cast<double>(s.tokens) * s.heads;
+  if (s.gate) return backward ? 10 * n + 4 * rows + 4.0 * s.dim : 6 * n + 4 * rows;
+  return backward ? 6 * n + 4 * rows + 4.0 * s.dim : 4 * n + 4 * rows;
+}
+
+absl::Status Run(int reps, const std::vector<Shape>& shapes, bool compare_forward) {
   CAKE_ASSIGN_OR_RETURN(TargetDevice target, TargetDevice::Current());
   cudaStream_t stream;
   CAKE_CUDA_RETURN_IF_ERROR(cudaStreamCreate(&stream));
@@ -49,67 +70,68 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
   std::printf("speed of light: device-to-device copy of 4 GiB = %.1f GB/s (read + write)\n",
               copy / 1e9);
   std::vector<Row> rows;
-  for (const auto& [tokens, dim] : shapes) {
-    const int64_t n = tokens * dim;
-    std::vector<void*> owned;
-    auto alloc = [&](int64_t bytes) -> void* {
-      void* p = nullptr;
-      if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-      owned.push_back(p);
-      return p;
+  for (const Shape& shape : shapes) {
+    auto spec_of = [&](Phase phase, bool det) {
+      StepSpec spec;
+      spec.set_op(shape.gate ? RMSNORM_SILU_GATE : RMSNORM);
+      spec.mutable_layout()->set_tokens(shape.tokens);
+      spec.mutable_layout()->set_heads(shape.heads);
+      spec.mutable_layout()->set_dim(shape.dim);
+      spec.set_deterministic(det);
+      spec.add_phases(phase);
+      return spec;
     };
-    Bindings b;
-    b.x = alloc(n * 2);
-    b.dy = alloc(n * 2);
-    b.y = alloc(n * 2);
-    b.dx = alloc(n * 2);
-    b.w = alloc(dim * 2);
-    b.rstd = static_cast<float*>(alloc(tokens * 4));
-    b.dw = alloc(dim * 4);
-    testing::FillBf16(const_cast<void*>(b.x), n, 1, 2.f);
-    testing::FillBf16(const_cast<void*>(b.dy), n, 2, 1.f);
-    testing::FillBf16(const_cast<void*>(b.w), dim, 3, 0.5f, 1.f);
-    const std::string shape = absl::StrFormat("[%d, %d]", tokens, dim);
-    for (const char* op : {"fwd", "fwd.warp", "fwd.cta", "bwd"}) {
-      const bool candidate = op != std::string("fwd") && op != std::string("bwd");
-      if (candidate && (!compare_forward || dim > kMaxWarpRowDim || dim < 64)) continue;
+    // Buffers for every role (and the largest workspace) of this shape.
+    CAKE_ASSIGN_OR_RETURN(Plan bwd_det, MakePlan(spec_of(BACKWARD, true), target));
+    CAKE_ASSIGN_OR_RETURN(std::unique_ptr<testing::StepBuffers> buf,
+                          testing::StepBuffers::Create(bwd_det));
+    buf->Fill(1);
+    Bindings& b = buf->b;
+    void* workspace = nullptr;
+    // The ops: the routed forward, (with --compare-forward) every forward
+    // program of the op that can run the shape, and the routed backwards.
+    std::vector<std::string> ops = {"fwd"};
+    if (compare_forward) {
+      const StepSpec probe = *Canonicalize(spec_of(FORWARD, true));
+      for (const ProgramInfo& p : Programs()) {
+        if (p.stage == Stage::kForward && CheckSupports(p, probe).ok()) ops.push_back(std::string(p.id));
+      }
+    }
+    ops.push_back("bwd");
+    for (const std::string& op : ops) {
+      const bool backward = op == "bwd";
+      const bool candidate = op != "fwd" && !backward;
       for (bool det : {true, false}) {
-        if (op != std::string("bwd") && !det) continue;  // the forward is shared
-        StepSpec spec;
-        spec.set_op(RMSNORM);
-        spec.mutable_layout()->set_tokens(tokens);
-        spec.mutable_layout()->set_dim(dim);
-        spec.set_deterministic(det);
-        spec.add_phases(op == std::string("bwd") ? BACKWARD : FORWARD);
-        CAKE_ASSIGN_OR_RETURN(Plan plan, MakePlan(spec, target));
+        if (!backward && !det) continue;  // the forward is shared
+        CAKE_ASSIGN_OR_RETURN(Plan plan, MakePlan(spec_of(backward ? BACKWARD : FORWARD, det), target));
         if (candidate) {
           const std::string routed = plan.launches(0).program();
-          plan = testing::ForceProgram(plan, routed, absl::StrCat("rmsnorm.", op), target);
+          plan = testing::ForceProgram(plan, routed, op, target);
         }
-        b.workspace = plan.workspace_bytes() > 0 ? alloc(plan.workspace_bytes()) : nullptr;
-        b.workspace_bytes = plan.workspace_bytes();
-        if (std::any_of(owned.begin(), owned.end(), [](void* p) { return p == nullptr; })) {
-          return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", shape));
+        if (plan.workspace_bytes() > b.workspace_bytes) {
+          cudaFree(workspace);
+          CAKE_CUDA_RETURN_IF_ERROR(cudaMalloc(&workspace, plan.workspace_bytes()));
+          b.workspace = workspace;
+          b.workspace_bytes = plan.workspace_bytes();
         }
         CAKE_ASSIGN_OR_RETURN(
             std::vector<double> spans,
             bench::TimeSpans([&](cudaStream_t s) { return LaunchEager(plan, b, s); }, l2, stream,
                              reps));
         const double us = bench::Median(spans);
-        const double bytes = op != std::string("bwd") ? 4.0 * n + 4.0 * tokens
-                                                      : 6.0 * n + 4.0 * tokens + 4.0 * dim;
-        const double gbps = bytes / (us * 1e-6) / 1e9;
-        rows.push_back({shape, op, op != std::string("bwd") ? "both" : det ? "det" : "nondet", us,
-                        gbps, gbps * 1e9 / copy});
-        std::fprintf(stderr, "  %s %s %s: %.1f us\n", shape.c_str(), op, rows.back().mode.c_str(), us);
+        const double gbps = OpBytes(shape, backward) / (us * 1e-6) / 1e9;
+        rows.push_back({shape.Name(), op, !backward ? "both" : det ? "det" : "nondet", us, gbps,
+                        gbps * 1e9 / copy});
+        std::fprintf(stderr, "  %s %s %s: %.1f us\n", shape.Name().c_str(), op.c_str(),
+                     rows.back().mode.c_str(), us);
       }
     }
-    for (void* p : owned) cudaFree(p);
+    cudaFree(workspace);
   }
-  std::printf("\n%-16s %-8s %-7s %10s %9s %9s\n", "shape [T, H]", "op", "mode", "median us",
-              "GB/s", "of copy");
+  std::printf("\n%-22s %-36s %-7s %10s %9s %9s\n", "shape", "op", "mode", "median us", "GB/s",
+              "of copy");
   for (const Row& r : rows) {
-    std::printf("%-16s %-8s %-7s %10.1f %9.1f %9.3f\n", r.shape.c_str(), r.op.c_str(),
+    std::printf("%-22s %-36s %-7s %10.1f %9.1f %9.3f\n", r.shape.c_str(), r.op.c_str(),
                 r.mode.c_str(), r.us, r.gbps, r.fraction);
   }
   return absl::OkStatus();
@@ -119,35 +141,50 @@ absl::Status Run(int reps, const std::vector<std::pair<int64_t, int64_t>>& shape
 }  // namespace cake
 
 int main(int argc, char** argv) {
+  using cake::Shape;
   int reps = 100;
   bool compare_forward = false;
-  std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {65536, 2048}, {131072, 2048}, {65536, 6144}, {131072, 6144}};
+  std::vector<Shape> shapes;
+  const std::vector<Shape> kDefault = {{65536, 1, 2048, false},
+                                       {131072, 1, 2048, false},
+                                       {65536, 1, 6144, false},
+                                       {131072, 1, 6144, false}};
+  // The gated rows of the benchmark suite, D = 128.
+  const std::vector<Shape> kGateSuite = {{260, 48, 128, true},
+                                         {1031, 48, 128, true},
+                                         {3534, 48, 128, true},
+                                         {8192, 32, 128, true},
+                                         {16384, 48, 128, true}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    long long t = 0, h = 0, d = 0;
     if (a == "--help" || a == "-h") {
-      std::printf("usage: cake_speed [--reps N] [--shape TxH ...] [--compare-forward]\n"
-                  "Times the rmsnorm_train forward and both backwards against the copy bandwidth.\n"
-                  "--compare-forward also times both forward programs where both run (dim 64..1024).\n");
+      std::printf(
+          "usage: cake_speed [--reps N] [--shape TxH ...] [--gate TxHEADSxD ...] [--gate-suite]\n"
+          "                  [--compare-forward]\n"
+          "Times the forward and both backwards of each shape against the copy bandwidth.\n"
+          "Default shapes: [65536|131072, 2048|6144]. --gate-suite: the gated rows of the\n"
+          "benchmark suite (D = 128). --compare-forward also times every forward program\n"
+          "of the op that can run the shape (the routing table's candidates).\n");
       return 0;
     }
     if (a == "--compare-forward") {
       compare_forward = true;
+    } else if (a == "--gate-suite") {
+      shapes.insert(shapes.end(), kGateSuite.begin(), kGateSuite.end());
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
-    } else if (a == "--shape" && i + 1 < argc) {
-      if (shapes.size() == 4 && shapes[0].first == 65536 && shapes[0].second == 2048) shapes.clear();
-      long long t = 0, h = 0;
-      if (std::sscanf(argv[++i], "%lldx%lld", &t, &h) != 2) {
-        std::fprintf(stderr, "cake_speed: --shape takes TxH, e.g. 65536x4096\n");
-        return 2;
-      }
-      shapes.push_back({t, h});
+    } else if (a == "--shape" && i + 1 < argc && std::sscanf(argv[++i], "%lldx%lld", &t, &h) == 2) {
+      shapes.push_back({t, 1, h, false});
+    } else if (a == "--gate" && i + 1 < argc &&
+               std::sscanf(argv[++i], "%lldx%lldx%lld", &t, &h, &d) == 3) {
+      shapes.push_back({t, h, d, true});
     } else {
-      std::fprintf(stderr, "cake_speed: unknown argument %s\n", a.c_str());
+      std::fprintf(stderr, "cake_speed: bad argument %s (see --help)\n", a.c_str());
       return 2;
     }
   }
+  if (shapes.empty()) shapes = kDefault;
   if (reps < 1) {
     std::fprintf(stderr, "cake_speed: --reps must be >= 1\n");
     return 2;

@@ -166,6 +166,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.rstd = b.rstd;
       p.eps = static_cast<float>(spec.eps());
       p.w_fp32 = spec.weight_dtype() == FP32;
+      p.l2_prefetch = program->l2_prefetch;
       k.SetParams(p);
       CAKE_RETURN_IF_ERROR(AllowDynamicSmem(k.function, k.dynamic_smem_bytes));
       break;

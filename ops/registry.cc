@@ -100,36 +100,45 @@ Geometry DwFinish(const StepSpec& spec, const TargetDevice&) {
 constexpr int64_t kAnyDim = kMaxDim;
 
 const ProgramInfo kPrograms[] = {
-    {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, true, 8, kMaxWarpRowDim, true, true,
+    {"rmsnorm.fwd.warp", RMSNORM, Stage::kForward, true, 8, kMaxWarpRowDim, true, true, false,
      DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "forward, a warp (or 8/16 lanes) per row, row in registers, persistent grid"},
-    {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true,
+    {"rmsnorm.fwd.cta", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardCta, nullptr, "",
      CtaRowConfig, "forward, 64..512 threads per row, row in registers, persistent grid"},
+    {"rmsnorm.fwd.warp.prefetch", RMSNORM, Stage::kForward, true, 8, kMaxWarpRowDim, true, true,
+     true, DwOutput::kNone, "", ForwardWarp, nullptr, "", WarpRowConfig,
+     "fwd.warp plus a bulk L2 prefetch of the row group after next (packed rows)"},
+    {"rmsnorm.fwd.cta.prefetch", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true, true,
+     DwOutput::kNone, "", ForwardCta, nullptr, "", CtaRowConfig,
+     "fwd.cta plus a bulk L2 prefetch of the row after next (packed rows)"},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
-     true, true, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
+     true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
      BackwardRowConfig, "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
-     true, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
+     true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
      BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
     {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
-     kMaxWarpRowDim, true, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
+     kMaxWarpRowDim, true, false, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
     {"rmsnorm_silu_gate.fwd.cta", RMSNORM_SILU_GATE, Stage::kForward, true, 64, kAnyDim,
-     true, false, DwOutput::kNone, "", ForwardCta, nullptr, "",
+     true, false, false, DwOutput::kNone, "", ForwardCta, nullptr, "",
      CtaRowConfig, "gated forward, 64..512 threads per row, persistent grid"},
+    {"rmsnorm_silu_gate.fwd.warp.prefetch", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
+     kMaxWarpRowDim, true, false, true, DwOutput::kNone, "", ForwardWarp, nullptr, "",
+     WarpRowConfig, "gated fwd.warp plus a bulk L2 prefetch of x and z two row groups ahead"},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
-     true, 8, kAnyDim, true, false, DwOutput::kPartials, "dw.reduce",
+     true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
-     false, 8, kAnyDim, true, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
+     false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
      nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},
-    {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true,
+    {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", DwReduce, nullptr, "",
      nullptr, "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},
-    {"dw.finish", OP_UNSPECIFIED, Stage::kFinish, true, 8, kAnyDim, true, true,
+    {"dw.finish", OP_UNSPECIFIED, Stage::kFinish, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", DwFinish, nullptr, "", nullptr,
      "rounds the FP64 dw accumulator once into dw: FP32, BF16, or added into FP32"},
 };
@@ -170,6 +179,10 @@ absl::Status CheckSupports(const ProgramInfo& program, const StepSpec& spec) {
   }
   if (spec.residual() && !program.residual) {
     return absl::InvalidArgumentError(absl::StrCat(program.id, " has no fused residual"));
+  }
+  if (program.l2_prefetch && (s.token_stride != s.heads * s.dim || s.head_stride != s.dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        program.id, " needs packed rows (token_stride = heads * dim, head_stride = dim)"));
   }
   if (spec.deterministic() && !program.deterministic) {
     return absl::InvalidArgumentError(absl::StrCat(program.id, " is not deterministic"));

@@ -52,6 +52,9 @@ struct ProgramInfo {
   int64_t dim_max;
   bool heads;     // per-head views (contiguous and strided)
   bool residual;  // fused residual add
+  // Forward only: prefetches the row group after next into L2, which needs
+  // packed rows (row r at r * dim).
+  bool l2_prefetch;
   DwOutput dw_output;
   // The program that turns the sums into dw: the ordered reduce of the
   // partials (kPartials) or the finish of the accumulator (kAtomic).

@@ -34,6 +34,10 @@ struct RowForwardParams {
   float* rstd;           // [rows]
   float eps;
   int w_fp32;
+  // Packed rows only (row r at r * dim): the CTA prefetches its row group
+  // after next (x, and z with the gate) into L2 with a bulk prefetch, so the
+  // next group's loads find it there.
+  int l2_prefetch;
 };
 
 // Backward over a partition of rows into blocks of rows_per_block: each

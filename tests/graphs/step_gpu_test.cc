@@ -28,6 +28,7 @@ using testing::DeviceSnapshot;
 using testing::GpuTest;
 using testing::MustBuffers;
 using testing::MustPlan;
+using testing::Outputs;
 using testing::RowsSpec;
 using testing::StepBuffers;
 
@@ -38,36 +39,6 @@ std::unique_ptr<Step> MustBuild(const Plan& plan, const Bindings& b, std::vector
 }
 
 void Sync() { ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess); }
-
-// Snapshots of every output a step writes.
-struct Outputs {
-  explicit Outputs(const StepBuffers& buf) {
-    const int64_t act = buf.elems() * 2;
-    for (const void* p : {static_cast<const void*>(buf.b.y), static_cast<const void*>(buf.b.dx),
-                          static_cast<const void*>(buf.b.h), static_cast<const void*>(buf.b.dz)}) {
-      if (p != nullptr) snaps.push_back(std::make_unique<DeviceSnapshot>(p, act));
-    }
-    rstd = std::make_unique<DeviceSnapshot>(buf.b.rstd, buf.Inputs().layout.rows * 4);
-    dw = buf.Dw();
-  }
-  // Bytes that differ from `buf`'s current outputs (dw compared too).
-  int64_t Diff(const StepBuffers& buf) const {
-    const int64_t act = buf.elems() * 2;
-    int64_t n = 0;
-    size_t i = 0;
-    for (const void* p : {static_cast<const void*>(buf.b.y), static_cast<const void*>(buf.b.dx),
-                          static_cast<const void*>(buf.b.h), static_cast<const void*>(buf.b.dz)}) {
-      if (p != nullptr) n += testing::CountDiff(snaps[i++]->get(), p, act);
-    }
-    n += testing::CountDiff(rstd->get(), buf.b.rstd, buf.Inputs().layout.rows * 4);
-    const std::vector<float> now = buf.Dw();
-    n += std::memcmp(now.data(), dw.data(), dw.size() * 4) != 0;
-    return n;
-  }
-  std::vector<std::unique_ptr<DeviceSnapshot>> snaps;
-  std::unique_ptr<DeviceSnapshot> rstd;
-  std::vector<float> dw;
-};
 
 std::vector<StepSpec> ExampleSpecs() {
   const char* env = std::getenv("CAKE_EXAMPLES_DIR");

@@ -120,6 +120,13 @@ TEST(RegistryTest, CheckSupportsSaysWhatIsMissing) {
   EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm_silu_gate.fwd.cta"), gate).message()),
               HasSubstr("has no fused residual"));
   EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.bwd.det.partials"), rows).ok());
+  // The L2-prefetch forwards need packed rows.
+  StepSpec strided = *Canonicalize(testing::HeadsSpec(8, 24, 256, 8192, 256));
+  EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm.fwd.warp.prefetch"), strided).message()),
+              HasSubstr("needs packed rows"));
+  EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.fwd.warp.prefetch"),
+                            *Canonicalize(testing::HeadsSpec(8, 4, 256)))
+                  .ok());
   // A deterministic program serves the non-deterministic mode too.
   rows.set_deterministic(false);
   EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.bwd.det.partials"), rows).ok());

@@ -129,17 +129,33 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     const Plan plan = MustPlan(spec);
     for (const Launch& l : plan.launches()) ran.insert(l.program());
   }
-  // The forward programs the table does not route here: cta at a warp dim.
-  const Plan plan = testing::ForceProgram(MustPlan(RowsSpec(17, 512, true, {FORWARD})),
-                                          "rmsnorm.fwd.warp", "rmsnorm.fwd.cta",
-                                          *TargetDevice::Current());
-  const auto buf = MustBuffers(plan);
-  buf->Fill(7);
-  RunPlan(plan, buf->b);
-  const testing::Violations v = testing::CheckRows(
-      buf->Inputs(false), testing::RefOutputs{nullptr, buf->b.y, buf->b.rstd, nullptr, nullptr}, nullptr);
-  EXPECT_LE(v.y, 1);
-  ran.insert("rmsnorm.fwd.cta");
+  // The forward programs the table does not route here: cta at a warp dim
+  // and the L2-prefetch variants (rows enough for several row groups per CTA).
+  StepSpec gate = HeadsSpec(3000, 4, 128, 0, 0);
+  gate.set_op(RMSNORM_SILU_GATE);
+  gate.clear_phases();
+  gate.add_phases(FORWARD);
+  const struct {
+    StepSpec spec;
+    const char* from;
+    const char* to;
+  } forced[] = {
+      {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp", "rmsnorm.fwd.cta"},
+      {RowsSpec(20000, 256, true, {FORWARD}), "rmsnorm.fwd.warp", "rmsnorm.fwd.warp.prefetch"},
+      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta", "rmsnorm.fwd.cta.prefetch"},
+      {gate, "rmsnorm_silu_gate.fwd.warp", "rmsnorm_silu_gate.fwd.warp.prefetch"},
+  };
+  for (const auto& f : forced) {
+    const Plan plan =
+        testing::ForceProgram(MustPlan(f.spec), f.from, f.to, *TargetDevice::Current());
+    ASSERT_EQ(plan.launches(0).program(), f.to);
+    const auto buf = MustBuffers(plan);
+    buf->Fill(7);
+    RunPlan(plan, buf->b);
+    const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
+    EXPECT_TRUE(w.Within()) << f.to << ": y " << w.y << " rstd " << w.rstd;
+    ran.insert(f.to);
+  }
   for (const ProgramInfo& p : Programs()) EXPECT_EQ(ran.count(std::string(p.id)), 1u) << p.id;
 }
 

@@ -1,0 +1,136 @@
+// GPU correctness of rmsnorm_silu_gate_train (y = rmsnorm(x) * w * silu(z);
+// dx, dz, dw) through plans, eager launches and graphs, against the FP64
+// reference. Skips itself without a CUDA device.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "graphs/step.h"
+#include "tests/testing/gpu_test.h"
+#include "tests/testing/plans.h"
+#include "tests/testing/specs.h"
+
+namespace cake {
+namespace {
+
+using testing::GpuTest;
+using testing::HeadsSpec;
+using testing::MustBuffers;
+using testing::MustPlan;
+using testing::Outputs;
+using testing::RunPlan;
+
+StepSpec Gate(int64_t tokens, int64_t heads, int64_t dim, bool det, int64_t token_stride = 0) {
+  StepSpec s = HeadsSpec(tokens, heads, dim, token_stride, 0);
+  s.set_op(RMSNORM_SILU_GATE);
+  s.set_deterministic(det);
+  return s;
+}
+
+std::string Label(const StepSpec& s) {
+  const Layout& l = s.layout();
+  return absl::StrCat("gate ", l.tokens(), "x", l.heads(), " D=", l.dim(),
+                      l.token_stride() ? absl::StrCat(" ts=", l.token_stride()) : "",
+                      s.weight_dtype() == FP32 ? " w=fp32" : " w=bf16",
+                      s.dw_dtype() == BF16 ? " dw=bf16" : "", s.deterministic() ? " det" : " nondet");
+}
+
+// Forward + backward, worst of `seeds` seeds, z in [-z_scale, z_scale).
+void ExpectWithinBudget(StepSpec spec, int seeds = 5, float z_scale = 3.f) {
+  spec.clear_phases();
+  spec.add_phases(FORWARD);
+  spec.add_phases(BACKWARD);
+  const Plan plan = MustPlan(spec);
+  const auto buf = MustBuffers(plan);
+  testing::Worst worst;
+  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
+    buf->Fill(seed + 1, z_scale);
+    RunPlan(plan, buf->b);
+    const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
+    worst.Add(testing::Violations{w.h, w.y, w.rstd, w.dx, w.dz}, w.dw);
+  }
+  std::printf("budget multiples  %-48s |z|<%-4g y %.3f dx %.3f dz %.3f dw %.3f rstd %.3f\n",
+              Label(spec).c_str(), z_scale, worst.y, worst.dx, worst.dz, worst.dw, worst.rstd);
+  EXPECT_TRUE(worst.Within()) << Label(spec) << ": y " << worst.y << " dx " << worst.dx << " dz "
+                              << worst.dz << " dw " << worst.dw;
+}
+
+TEST_F(GpuTest, GateSuiteShapesWithinBudget) {
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {260, 48}, {1031, 48}, {3534, 48}, {8192, 32}, {16384, 48}};
+  for (const auto& [tokens, heads] : shapes) {
+    for (bool det : {true, false}) ExpectWithinBudget(Gate(tokens, heads, 128, det));
+  }
+}
+
+TEST_F(GpuTest, GateOtherHeadDimsViewsAndDtypes) {
+  for (bool det : {true, false}) {
+    for (int64_t dim : {64, 256}) ExpectWithinBudget(Gate(3534, 48, dim, det));
+    // Strided: 48 heads of 128 inside a packed row of 64 heads.
+    ExpectWithinBudget(Gate(3534, 48, 128, det, 64 * 128));
+    StepSpec fp32 = Gate(8192, 32, 128, det);
+    fp32.set_weight_dtype(FP32);
+    ExpectWithinBudget(fp32);
+    StepSpec bf16_dw = Gate(8192, 32, 128, det);
+    bf16_dw.set_dw_dtype(BF16);
+    ExpectWithinBudget(bf16_dw, 2);
+    // Wider heads go through the wide-row kernels.
+    ExpectWithinBudget(Gate(512, 2, 4096, det), 2);
+  }
+}
+
+TEST_F(GpuTest, GateLargeZSaturatesWithoutNaN) {
+  for (bool det : {true, false}) ExpectWithinBudget(Gate(1031, 48, 128, det), 3, 30.f);
+}
+
+TEST_F(GpuTest, GateDeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
+  StepSpec spec = Gate(3534, 48, 128, true);
+  const Plan plan = MustPlan(spec);
+  const auto buf = MustBuffers(plan);
+  buf->Fill(7);
+  RunPlan(plan, buf->b);
+  const Outputs first(*buf);
+  for (int i = 0; i < 20; ++i) {
+    buf->Poison();
+    RunPlan(plan, buf->b);
+    ASSERT_EQ(first.Diff(*buf), 0) << "run " << i;
+  }
+  for (uint32_t grid : {1u, 66u, 132u, 264u}) {
+    Plan forced = plan;
+    for (Launch& l : *forced.mutable_launches()) {
+      if (l.program() == "rmsnorm_silu_gate.bwd.det.partials") l.mutable_grid()->set_x(grid);
+    }
+    buf->Poison();
+    RunPlan(forced, buf->b);
+    EXPECT_EQ(first.Diff(*buf), 0) << "grid " << grid;
+  }
+}
+
+TEST_F(GpuTest, GateGraphReplayEqualsEager) {
+  for (bool det : {true, false}) {
+    StepSpec spec = Gate(8192, 32, 128, det);
+    spec.set_weight_dtype(FP32);
+    const Plan plan = MustPlan(spec);
+    const auto buf = MustBuffers(plan);
+    buf->Fill(9);
+    RunPlan(plan, buf->b);
+    const Outputs eager(*buf);
+    buf->Poison();
+    absl::StatusOr<std::unique_ptr<Step>> step = Step::Build(plan, buf->b);
+    ASSERT_TRUE(step.ok()) << step.status();
+    ASSERT_TRUE((*step)->Replay(nullptr).ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    if (det) {
+      EXPECT_EQ(eager.Diff(*buf), 0);
+    } else {
+      EXPECT_TRUE(testing::CheckOutputs(plan.spec(), *buf).Within());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cake
