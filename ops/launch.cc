@@ -187,7 +187,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.w_fp32 = spec.weight_dtype() == FP32;
       CAKE_ASSIGN_OR_RETURN(void* sums, RegionPtr(plan, b, launch.region()));
       if (program->dw_output == DwOutput::kPartials) {
-        p.partials = static_cast<float*>(sums);
+        p.partials = static_cast<double*>(sums);
         p.blocks = launch.partials();
       } else {
         p.acc = static_cast<double*>(sums);
@@ -202,7 +202,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     case Stage::kReduce: {
       DwReduceParams p{};
       CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
-      p.partials = static_cast<const float*>(partials);
+      p.partials = static_cast<const double*>(partials);
       p.count = launch.partials();
       p.dim = spec.layout().dim();
       p.dw = b.dw;

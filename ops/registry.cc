@@ -64,7 +64,7 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
 }
 
 int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
-  return g.partials * spec.layout().dim() * 4;
+  return g.partials * spec.layout().dim() * 8;  // FP64
 }
 
 // Each persistent CTA owns one contiguous block of rows.
@@ -115,7 +115,7 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
-     BackwardRowConfig, "backward, fixed row blocks (shape only), one FP32 dw partial row per block"},
+     BackwardRowConfig, "backward, fixed row blocks (shape only), one FP64 dw partial row per block"},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
      BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
@@ -131,7 +131,7 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
-     BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP32 dw partial row per block"},
+     BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP64 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
      nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},

@@ -28,7 +28,7 @@ enum class Stage {
 // Where a backward program puts its dw sums.
 enum class DwOutput {
   kNone,      // forward, reduce, cast
-  kPartials,  // one FP32 partial row per fixed row block; a reduce follows
+  kPartials,  // one FP64 partial row per fixed row block; a reduce follows
   kAtomic,    // FP64 atomics into a zeroed accumulator; a finish follows
 };
 

@@ -110,7 +110,7 @@ constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 // never of the SM count or the grid, so its dw partial rows and their reduce
 // order are the same on every device and grid size. The target count of
 // blocks is 256 per backward CTA an SM holds at that dim (1 to 6): about two
-// blocks per resident CTA on an H200, with the partials at most 16 MB (dim
+// blocks per resident CTA on an H200, with the partials at most 32 MB (FP64) (dim
 // 16384), inside L2 for the reduce.
 constexpr int64_t DetTargetPartials(int64_t dim) {
   const RowConfig c = BackwardRowConfig(dim);

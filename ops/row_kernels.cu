@@ -352,17 +352,15 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
-        float out[8];
+        double* dst = p.partials + b * dim + v * 8;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const double sum = static_cast<double>(total[i][j]) - comp[i][j];
-          if (p.acc != nullptr) atomicAdd(p.acc + v * 8 + j, sum);
-          out[j] = static_cast<float>(sum);
-        }
-        if (p.acc == nullptr) {
-          float4* dst = reinterpret_cast<float4*>(p.partials + b * dim) + 2 * v;
-          dst[0] = make_float4(out[0], out[1], out[2], out[3]);
-          dst[1] = make_float4(out[4], out[5], out[6], out[7]);
+          if (p.acc != nullptr) {
+            atomicAdd(p.acc + v * 8 + j, sum);
+          } else {
+            dst[j] = sum;
+          }
         }
       }
     } else {
@@ -384,7 +382,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (p.acc != nullptr) {
           atomicAdd(p.acc + c, sum);
         } else {
-          p.partials[b * dim + c] = static_cast<float>(sum);
+          p.partials[b * dim + c] = sum;
         }
       }
     }

@@ -42,7 +42,7 @@ struct RowForwardParams {
 
 // Backward over a partition of rows into blocks of rows_per_block: each
 // thread sums its rows' dw terms in FP32 with Kahan compensation, the row
-// groups of a CTA are folded in FP64, and block b either writes one FP32
+// groups of a CTA are folded in FP64, and block b either writes one FP64
 // partial row partials[b * dim + c] (det) or adds its sum into acc[c] with
 // FP64 atomics (kb). No FP32 sum ever runs over more than one thread's rows
 // uncompensated, so the dw error does not grow with T. Per row, with xhat = x * rstd and g = dy * w [* silu(z)]:
@@ -61,7 +61,7 @@ struct RowBackwardParams {
   const float* rstd;
   void* dx;
   void* dz;  // BF16, with the gate
-  float* partials;  // det: [blocks][dim], or null
+  double* partials;  // det: [blocks][dim], or null
   double* acc;      // kb: [dim] zeroed FP64 accumulator, or null
   int64_t rows_per_block;
   int64_t blocks;
@@ -74,7 +74,7 @@ enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
 // y of 8 sums p = y, y + 8, ... in sequence, then the 8 sums are added
 // pairwise; rounded once into dw.
 struct DwReduceParams {
-  const float* partials;
+  const double* partials;
   int64_t count;
   int64_t dim;
   void* dw;

@@ -55,7 +55,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   // The partials region holds one FP32 row per fixed row block.
   ASSERT_EQ(plan.workspace_size(), 1);
   EXPECT_EQ(plan.workspace(0).name(), "dw_partials");
-  EXPECT_EQ(plan.workspace(0).bytes(), plan.launches(2).partials() * 4096 * 4);
+  EXPECT_EQ(plan.workspace(0).bytes(), plan.launches(2).partials() * 4096 * 8);
   EXPECT_EQ(plan.launches(3).partials(), plan.launches(2).partials());
   EXPECT_GE(plan.launches(2).partials() * plan.launches(2).rows_per_block(), 65536);
   EXPECT_TRUE(plan.notes().empty());
@@ -168,8 +168,12 @@ TEST(PlannerTest, PerHeadViewsAndGatedOp) {
   gate.set_op(RMSNORM_SILU_GATE);
   gate.set_deterministic(true);
   EXPECT_THAT(Programs(MustPlan(gate)),
-              ElementsAre("rmsnorm_silu_gate.fwd.warp", "rmsnorm_silu_gate.fwd.warp",
+              ElementsAre("rmsnorm_silu_gate.fwd.warp.prefetch", "rmsnorm_silu_gate.fwd.warp.prefetch",
                           "rmsnorm_silu_gate.bwd.det.partials", "dw.reduce"));
+  // Long packed rows take the L2-prefetch forward; strided views, which it
+  // cannot run, fall through to the plain one.
+  EXPECT_EQ(MustPlan(HeadsSpec(65536, 4, 256)).launches(0).program(), "rmsnorm.fwd.warp.prefetch");
+  EXPECT_EQ(MustPlan(HeadsSpec(65536, 24, 256, 8192, 256)).launches(0).program(), "rmsnorm.fwd.warp");
 }
 
 TEST(PlannerTest, DeterministicPartitionDependsOnShapeOnly) {
