@@ -16,12 +16,14 @@ step() {  # step NAME COMMAND...: run, log, one summary line
   "$@" >"$out/$name.log" 2>&1
   local rc=$?
   [ $rc -eq 0 ] || failed=1
-  printf '%-26s rc=%d  %s\n' "$name" "$rc" "$(grep -E 'PASSED|FAILED|SUMMARY|worst error|median|ok$' "$out/$name.log" | tail -1)"
+  printf '%-48s rc=%d  %s\n' "$name" "$rc" "$(grep -E 'PASSED|FAILED|SUMMARY|worst error|median|ok$' "$out/$name.log" | tail -1)"
 }
 step ops_gpu_tests $bin/ops_gpu_tests
 step graphs_gpu_tests $bin/graphs_gpu_tests
 grep -hE "budget multiples|nondet dw" "$out/ops_gpu_tests.log" >"$out/budget.txt"
-step cake_run $bin/cake run examples/specs/ckpt_rmsnorm_t65536_h4096.textproto
+for spec in examples/specs/*.textproto; do
+  step "cake_run_$(basename "$spec" .textproto)" "$bin/cake" run "$spec"
+done
 for example in capture_ckpt_step embed_in_trainer_graph serialize_plan replay_benchmark; do
   step "$example" "$bin/$example"
 done
