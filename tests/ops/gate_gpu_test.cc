@@ -40,19 +40,8 @@ std::string Label(const StepSpec& s) {
 }
 
 // Forward + backward, worst of `seeds` seeds, z in [-z_scale, z_scale).
-void ExpectWithinBudget(StepSpec spec, int seeds = 5, float z_scale = 3.f) {
-  spec.clear_phases();
-  spec.add_phases(FORWARD);
-  spec.add_phases(BACKWARD);
-  const Plan plan = MustPlan(spec);
-  const auto buf = MustBuffers(plan);
-  testing::Worst worst;
-  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
-    buf->Fill(seed + 1, z_scale);
-    RunPlan(plan, buf->b);
-    const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
-    worst.Add(testing::Violations{w.h, w.y, w.rstd, w.dx, w.dz}, w.dw);
-  }
+void ExpectWithinBudget(const StepSpec& spec, int seeds = 5, float z_scale = 3.f) {
+  const testing::Worst worst = testing::WorstOfSeeds(spec, seeds, z_scale);
   std::printf("budget multiples  %-48s |z|<%-4g y %.3f dx %.3f dz %.3f dw %.3f rstd %.3f\n",
               Label(spec).c_str(), z_scale, worst.y, worst.dx, worst.dz, worst.dw, worst.rstd);
   EXPECT_TRUE(worst.Within()) << Label(spec) << ": y " << worst.y << " dx " << worst.dx << " dz "

@@ -36,23 +36,6 @@ using testing::MustPlan;
 using testing::RowsSpec;
 using testing::RunPlan;
 
-// Forward + backward of `spec` (both phases), worst of `seeds` seeds.
-testing::Worst CheckStep(StepSpec spec, int seeds = 5) {
-  spec.clear_phases();
-  spec.add_phases(FORWARD);
-  spec.add_phases(BACKWARD);
-  const Plan plan = MustPlan(spec);
-  const auto buf = MustBuffers(plan);
-  testing::Worst worst;
-  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
-    buf->Fill(seed + 1);
-    RunPlan(plan, buf->b);
-    const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
-    worst.Add(testing::Violations{w.h, w.y, w.rstd, w.dx, w.dz}, w.dw);
-  }
-  return worst;
-}
-
 std::string Label(const StepSpec& s) {
   const Layout& l = s.layout();
   return absl::StrCat(s.op() == RMSNORM ? "rmsnorm" : "gate", " T=", l.tokens(),
@@ -64,7 +47,7 @@ std::string Label(const StepSpec& s) {
 }
 
 void ExpectWithinBudget(const StepSpec& spec, int seeds = 5) {
-  const testing::Worst w = CheckStep(spec, seeds);
+  const testing::Worst w = testing::WorstOfSeeds(spec, seeds);
   std::printf("budget multiples  %-60s y %.3f dx %.3f dz %.3f dw %.3f rstd %.3f h %.3f\n",
               Label(spec).c_str(), w.y, w.dx, w.dz, w.dw, w.rstd, w.h);
   EXPECT_TRUE(w.Within()) << Label(spec) << ": y " << w.y << " dx " << w.dx << " dz " << w.dz

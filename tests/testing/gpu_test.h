@@ -56,6 +56,25 @@ inline Plan MustPlan(const StepSpec& spec) {
   return *plan;
 }
 
+inline void RunPlan(const Plan& plan, const Bindings& b);
+
+// Forward + backward of `spec` (its phases replaced by both), worst of
+// `seeds` seeds, z in [-z_scale, z_scale) for the gated op.
+inline Worst WorstOfSeeds(StepSpec spec, int seeds = 5, float z_scale = 3.f) {
+  spec.clear_phases();
+  spec.add_phases(FORWARD);
+  spec.add_phases(BACKWARD);
+  const Plan plan = MustPlan(spec);
+  const auto buf = MustBuffers(plan);
+  Worst worst;
+  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
+    buf->Fill(seed + 1, z_scale);
+    RunPlan(plan, buf->b);
+    worst.Merge(CheckOutputs(plan.spec(), *buf));
+  }
+  return worst;
+}
+
 inline void RunPlan(const Plan& plan, const Bindings& b) {
   const absl::Status s = LaunchEager(plan, b, nullptr);
   if (!s.ok()) cudaGetLastError();  // keep the failure out of later checks

@@ -114,6 +114,8 @@ void Worst::Add(const Violations& v, double dw_violation) {
   dx = std::max(dx, v.dx), dz = std::max(dz, v.dz), dw = std::max(dw, dw_violation);
 }
 
+void Worst::Merge(const Worst& o) { Add(Violations{o.h, o.y, o.rstd, o.dx, o.dz}, o.dw); }
+
 bool Worst::Within() const {
   return y <= 1 && h <= 1 && rstd <= 1 && dx <= 1 && dz <= 1 && dw <= 1;
 }

@@ -51,6 +51,7 @@ class StepBuffers {
 struct Worst {
   double y = 0, h = 0, rstd = 0, dx = 0, dz = 0, dw = 0;
   void Add(const Violations& v, double dw_violation);
+  void Merge(const Worst& o);
   bool Within() const;
 };
 
