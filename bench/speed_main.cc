@@ -22,7 +22,6 @@
 #include "ops/status.h"
 #include "planner/planner.h"
 #include "ops/registry.h"
-#include "ops/row_config.h"
 #include "planner/validate.h"
 #include "tests/testing/plans.h"
 #include "tests/testing/reference.h"

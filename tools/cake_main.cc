@@ -71,20 +71,23 @@ absl::StatusOr<Plan> PlanOrSpecFile(const std::string& path, const std::string& 
   if (!encoding.ok()) return encoding.status();
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
-  Plan as_plan;
-  const bool is_plan = *encoding == Encoding::kBinary ||
-                       (ParseTextProto(*bytes, path, &as_plan).ok() && as_plan.format_version() != 0);
+  // The file is parsed once: as a Plan when binary or when its text has a
+  // format_version, otherwise as a StepSpec.
+  Plan plan;
+  const bool is_plan = *encoding == Encoding::kBinary
+                           ? plan.ParseFromString(*bytes)
+                           : ParseTextProto(*bytes, path, &plan).ok() && plan.format_version() != 0;
+  if (*encoding == Encoding::kBinary && !is_plan) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a binary Plan proto"));
+  }
   if (is_plan) {
-    Plan probe;
-    if (*encoding == Encoding::kBinary && !probe.ParseFromString(*bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": not a binary Plan proto"));
-    }
-    const std::string arch = arch_flag.empty()
-                                 ? (*encoding == Encoding::kBinary ? probe.arch() : as_plan.arch())
-                                 : arch_flag;
-    absl::StatusOr<TargetDevice> target = TargetDevice::ForArch(arch);
+    absl::StatusOr<TargetDevice> target =
+        TargetDevice::ForArch(arch_flag.empty() ? plan.arch() : arch_flag);
     if (!target.ok()) return target.status();
-    return LoadPlanFile(path, *target);
+    if (absl::Status s = CheckPlan(plan, *target); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+    }
+    return plan;
   }
   absl::StatusOr<StepSpec> spec = ParseSpecText(*bytes, path);
   if (!spec.ok()) return spec.status();
