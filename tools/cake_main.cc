@@ -24,6 +24,7 @@
 #include "planner/text_proto.h"
 #include "planner/validate.h"
 #include "graphs/step.h"
+#include "tools/bench_command.h"
 #include "tools/run_command.h"
 
 namespace cake {
@@ -36,7 +37,7 @@ struct Command {
   const char* help;
   int (*run)(const std::vector<std::string>& positional, const std::map<std::string, std::string>& flags);
   std::vector<std::string> flags;  // the --flags it takes (each with a value)
-  int positional;                  // how many positional arguments
+  int positional;                  // how many positional arguments (-1: any)
 };
 
 int ExitCode(const absl::Status& s) {
@@ -220,6 +221,7 @@ const std::map<std::string, Command>& Commands() {
         "Writes the step's graph as DOT: a node per launch (program id, phase, plan\n"
         "fingerprint), edges from the plan's dependencies. Needs no GPU.",
         RunGraph, {"dot", "arch"}, 1}},
+      {"bench", {kBenchUsage, kBenchHelp, RunBenchCommand, kBenchFlags, -1}},
       {"routes",
        {"cake routes [--arch sm_90a]", "Prints an arch's routing table with its evidence.",
         RunRoutes, {"arch"}, 0}},
@@ -272,7 +274,7 @@ int Main(int argc, char** argv) {
     }
     positional.push_back(a);
   }
-  if (static_cast<int>(positional.size()) != c.positional) {
+  if (c.positional >= 0 && static_cast<int>(positional.size()) != c.positional) {
     std::fprintf(stderr, "cake %s: expected %d argument(s), got %zu\nusage: %s\n", name.c_str(),
                  c.positional, positional.size(), c.usage);
     return 2;

@@ -1,0 +1,86 @@
+// `cake bench`'s engine (BENCH.md): each case's Step and an independent A/A
+// copy, graph replays with cold L2 timed by CUPTI activity spans (CUDA
+// events where CUPTI is unavailable), interleaved rounds with rotating
+// order, the kernel-set check, the accuracy check against FP64 and the same
+// run's copy bandwidth; the report as a table and as JSON (bench.proto).
+#ifndef CAKE_BENCH_RUNNER_H_
+#define CAKE_BENCH_RUNNER_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "bench/cupti_spans.h"
+#include "bench/timing.h"
+#include "cake/bench.pb.h"
+#include "cake/step.pb.h"
+#include "ops/launch.h"
+#include "ops/target.h"
+
+namespace cake::bench {
+
+struct BenchCase {
+  std::string shape;  // as in the table
+  std::string op;     // fwd, bwd, ckpt, ckpt.cast
+  StepSpec spec;
+};
+
+struct BenchOptions {
+  int warmup = 3;
+  int rounds = 5;
+  int replays_per_round = 10;
+  bool force_events = false;             // time with CUDA events even where CUPTI works
+  int64_t copy_bytes = int64_t{4} << 30;  // the speed-of-light copy
+  uint64_t seed = 1;
+};
+
+// One span per call: CUPTI activity records of the work, or CUDA events
+// around it. L2 is flushed and the stream synchronized first, outside the
+// span.
+class SpanTimer {
+ public:
+  // CUPTI unless `force_events` or CUPTI cannot be used; `why` then says why.
+  static absl::StatusOr<std::unique_ptr<SpanTimer>> Create(bool force_events, std::string* why);
+  ~SpanTimer();
+  absl::StatusOr<GpuSpan> Time(const std::function<absl::Status(cudaStream_t)>& work, ColdL2& l2,
+                               cudaStream_t stream);
+  bool cupti() const { return cupti_ != nullptr; }
+
+ private:
+  SpanTimer() = default;
+  CuptiSpans* cupti_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+// Runs before a backward-only spec: the forward on the same buffers, so the
+// backward reads a real rstd (and h).
+absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,
+                                   const Bindings& bindings);
+
+// Called after each case: cases done, total, the case just done.
+using ProgressFn = std::function<void(int done, int total, const BenchCase& c)>;
+
+// Runs every case; a case that fails to plan or run ends the run with its
+// error, naming the case.
+absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
+                                     const BenchOptions& options, const ProgressFn& progress);
+
+// Fills a row's summary (cake_us, aa_floor, copy_fraction, best peer,
+// speedup) from its impls and the copy bandwidth.
+void Summarize(BenchRow& row, double copy_gbps);
+
+// The table of BENCH.md, one line per row.
+std::string FormatTable(const BenchReport& report);
+
+// JSON with the proto field names, written atomically.
+absl::Status WriteReportJson(const BenchReport& report, const std::string& path);
+
+}  // namespace cake::bench
+
+#endif  // CAKE_BENCH_RUNNER_H_

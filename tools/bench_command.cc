@@ -1,0 +1,207 @@
+#include "tools/bench_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "bench/runner.h"
+#include "bench/suite.h"
+#include "planner/plan_io.h"
+#include "planner/validate.h"
+#include "tests/testing/reference.h"
+
+namespace cake {
+
+const char kBenchUsage[] =
+    "cake bench [SPEC...] [--ops fwd,bwd,ckpt,ckpt.cast] [--filter TEXT] [--part K/N]\n"
+    "           [--mode det|nondet] [--rounds R] [--replays N] [--warmup W]\n"
+    "           [--timer cupti|events] [--json FILE] [--cases-out FILE]";
+const char kBenchHelp[] =
+    "Times Cake's graphs as BENCH.md says: for each shape and op, the plan's Step and an\n"
+    "independent A/A copy on their own buffers, L2 flushed before every replay, CUPTI spans\n"
+    "(CUDA events where CUPTI cannot be loaded; the output says so), R rounds (default 5) of N\n"
+    "replays (default 10) each after W warm-up replays (default 3), the order rotating from round\n"
+    "to round; the kernel set of every replay checked; outputs checked against FP64 once; the\n"
+    "run's device-to-device copy bandwidth as the speed of light.\n"
+    "Without SPEC files: the default suite of BENCH.md. A SPEC file is one shape (its layout,\n"
+    "op, weight and residual; its phases are replaced by each op's). --ops picks the ops\n"
+    "(default all four; ckpt.cast only where dw in the weight dtype differs from FP32),\n"
+    "--filter keeps cases whose 'shape op' contains TEXT, --part K/N runs the K-th of N equal\n"
+    "slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
+    "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
+    "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
+    "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
+const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
+                                              "rounds", "replays", "warmup", "timer",
+                                              "json",   "cases-out"};
+
+namespace {
+
+std::string Flag(const std::map<std::string, std::string>& flags, const std::string& name,
+                 const std::string& fallback) {
+  auto it = flags.find(name);
+  return it == flags.end() ? fallback : it->second;
+}
+
+int Bad(const std::string& message) {
+  std::fprintf(stderr, "cake bench: %s\n", message.c_str());
+  return 2;
+}
+
+bool PositiveInt(const std::string& text, int* out) {
+  return absl::SimpleAtoi(text, out) && *out >= 1;
+}
+
+// A bar on a terminal; one line per case otherwise (logs stay readable).
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
+  void Update(int done, int total, const bench::BenchCase& c) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double left = done > 0 ? elapsed / done * (total - done) : 0;
+    const std::string what = absl::StrCat(c.shape, " ", c.op);
+    if (!tty_) {
+      std::fprintf(stderr, "[%d/%d] %s (%.0f s, about %.0f s left)\n", done, total, what.c_str(),
+                   elapsed, left);
+      return;
+    }
+    constexpr int kWidth = 30;
+    const int filled = total > 0 ? done * kWidth / total : kWidth;
+    std::fprintf(stderr, "\r[%s%s] %d/%d %-40s %3.0f s left ", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), done, total, what.c_str(), left);
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+int RunBenchCommand(const std::vector<std::string>& spec_files,
+                    const std::map<std::string, std::string>& flags) {
+  bench::BenchOptions options;
+  if (!PositiveInt(Flag(flags, "rounds", "5"), &options.rounds)) {
+    return Bad("--rounds: expected an integer >= 1");
+  }
+  if (!PositiveInt(Flag(flags, "replays", "10"), &options.replays_per_round)) {
+    return Bad("--replays: expected an integer >= 1");
+  }
+  if (!absl::SimpleAtoi(Flag(flags, "warmup", "3"), &options.warmup) || options.warmup < 0) {
+    return Bad("--warmup: expected an integer >= 0");
+  }
+  const std::string timer = Flag(flags, "timer", "cupti");
+  if (timer != "cupti" && timer != "events") {
+    return Bad(absl::StrCat("--timer \"", timer, "\": expected cupti or events"));
+  }
+  options.force_events = timer == "events";
+  const std::string mode = Flag(flags, "mode", "det");
+  if (mode != "det" && mode != "nondet") {
+    return Bad(absl::StrCat("--mode \"", mode, "\": expected det or nondet"));
+  }
+  int part = 1, parts = 1;
+  if (flags.count("part")) {
+    std::vector<std::string> kn = absl::StrSplit(flags.at("part"), '/');
+    if (kn.size() != 2 || !PositiveInt(kn[0], &part) || !PositiveInt(kn[1], &parts) ||
+        part > parts) {
+      return Bad(absl::StrCat("--part \"", flags.at("part"), "\": expected K/N with 1 <= K <= N"));
+    }
+  }
+  std::vector<std::string> wanted_ops;
+  if (flags.count("ops")) wanted_ops = absl::StrSplit(flags.at("ops"), ',');
+
+  std::vector<bench::SuiteShape> shapes;
+  if (spec_files.empty()) {
+    shapes = bench::DefaultSuite();
+  } else {
+    for (const std::string& path : spec_files) {
+      absl::StatusOr<StepSpec> spec = LoadSpecFile(path);
+      if (!spec.ok()) return Bad(std::string(spec.status().message()));
+      if (absl::Status s = Canonicalize(*spec).status(); !s.ok()) {
+        return Bad(absl::StrCat(path, ": ", s.message()));
+      }
+      shapes.push_back({spec->name().empty() ? path : spec->name(), *spec});
+    }
+  }
+  std::vector<bench::BenchCase> cases;
+  for (const bench::SuiteShape& shape : shapes) {
+    std::vector<std::string> ops = bench::OpsOf(shape);
+    if (!wanted_ops.empty()) {
+      std::vector<std::string> kept;
+      for (const std::string& op : wanted_ops) {
+        if (op != "fwd" && op != "bwd" && op != "ckpt" && op != "ckpt.cast") {
+          return Bad(absl::StrCat("--ops: \"", op, "\": expected fwd, bwd, ckpt or ckpt.cast"));
+        }
+        if (std::find(ops.begin(), ops.end(), op) != ops.end()) kept.push_back(op);
+      }
+      ops = kept;
+    }
+    for (const std::string& op : ops) {
+      absl::StatusOr<StepSpec> spec = bench::SpecFor(shape, op, mode == "det");
+      if (!spec.ok()) return Bad(std::string(spec.status().message()));
+      const bench::BenchCase c{shape.shape, op, *spec};
+      if (flags.count("filter") && !absl::StrContains(absl::StrCat(c.shape, " ", c.op),
+                                                      flags.at("filter"))) {
+        continue;
+      }
+      cases.push_back(c);
+    }
+  }
+  // Part K of N: a contiguous slice, so the parts together are the whole list.
+  const size_t begin = cases.size() * (part - 1) / parts, end = cases.size() * part / parts;
+  cases = std::vector<bench::BenchCase>(cases.begin() + begin, cases.begin() + end);
+  if (cases.empty()) return Bad("no case to run (check --ops, --filter and --part)");
+  if (flags.count("cases-out")) {
+    BenchReport listing;
+    listing.set_tool("cake bench --cases-out");
+    listing.set_deterministic(mode == "det");
+    for (const bench::BenchCase& c : cases) {
+      BenchRow* row = listing.add_rows();
+      row->set_shape(c.shape);
+      row->set_op(c.op);
+      *row->mutable_spec() = c.spec;
+      row->set_bytes(bench::BytesMoved(c.spec));
+    }
+    if (absl::Status s = bench::WriteReportJson(listing, flags.at("cases-out")); !s.ok()) {
+      return Bad(std::string(s.message()));
+    }
+    std::printf("wrote %zu case(s) to %s\n", cases.size(), flags.at("cases-out").c_str());
+    return 0;
+  }
+  if (!testing::HasCudaDevice()) {
+    std::fprintf(stderr, "cake bench: no CUDA device; %zu case(s) not run\n", cases.size());
+    return 3;
+  }
+  std::fprintf(stderr, "cake bench: %zu case(s)%s\n", cases.size(),
+               parts > 1 ? absl::StrFormat(" (part %d of %d)", part, parts).c_str() : "");
+  ProgressBar bar;
+  absl::StatusOr<BenchReport> report = bench::RunBench(
+      cases, options, [&](int done, int total, const bench::BenchCase& c) { bar.Update(done, total, c); });
+  if (!report.ok()) {
+    std::fprintf(stderr, "cake bench: %s\n", std::string(report.status().message()).c_str());
+    return 1;
+  }
+  if (parts > 1) report->add_deviations(absl::StrFormat("part %d of %d of the cases", part, parts));
+  std::printf("%s", bench::FormatTable(*report).c_str());
+  if (flags.count("json")) {
+    if (absl::Status s = bench::WriteReportJson(*report, flags.at("json")); !s.ok()) {
+      std::fprintf(stderr, "cake bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("wrote %s\n", flags.at("json").c_str());
+  }
+  return 0;
+}
+
+}  // namespace cake
