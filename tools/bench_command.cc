@@ -34,8 +34,9 @@ const char kBenchHelp[] =
     "Without SPEC files: the default suite of BENCH.md. A SPEC file is one shape (its layout,\n"
     "op, weight and residual; its phases are replaced by each op's). --ops picks the ops\n"
     "(default all four; ckpt.cast only where dw in the weight dtype differs from FP32),\n"
-    "--filter keeps cases whose 'shape op' contains TEXT, --part K/N runs the K-th of N equal\n"
-    "slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
+    "--filter keeps cases whose 'shape op' contains TEXT (A|B: either), --part K/N runs the\n"
+    "K-th of N equal"
+    " slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
     "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
@@ -151,9 +152,13 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
       absl::StatusOr<StepSpec> spec = bench::SpecFor(shape, op, mode == "det");
       if (!spec.ok()) return Bad(std::string(spec.status().message()));
       const bench::BenchCase c{shape.shape, op, *spec};
-      if (flags.count("filter") && !absl::StrContains(absl::StrCat(c.shape, " ", c.op),
-                                                      flags.at("filter"))) {
-        continue;
+      if (flags.count("filter")) {
+        const std::string name = absl::StrCat(c.shape, " ", c.op);
+        bool keep = false;
+        for (absl::string_view any : absl::StrSplit(flags.at("filter"), '|')) {
+          keep = keep || absl::StrContains(name, any);
+        }
+        if (!keep) continue;
       }
       cases.push_back(c);
     }
