@@ -32,6 +32,7 @@ absl::StatusOr<StepSpec> SpecFor(const SuiteShape& s, const std::string& op, boo
   spec.clear_phases();
   if (op == "fwd") {
     spec.add_phases(FORWARD);
+    spec.set_residual_grad_in(false);  // a backward input
   } else if (op == "bwd") {
     spec.add_phases(BACKWARD);
   } else if (op == "ckpt" || op == "ckpt.cast") {
