@@ -29,6 +29,9 @@ struct BenchCase {
   std::string shape;  // as in the table
   std::string op;     // fwd, bwd, ckpt, ckpt.cast
   StepSpec spec;
+  // When set: this program runs in place of the routed one of its stage
+  // (to compare candidates for the routing table).
+  std::string program;
 };
 
 struct BenchOptions {

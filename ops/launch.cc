@@ -56,10 +56,12 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
                                                    "].block.x = ", launch.block().x(), ": ",
                                                    program.id, " runs blocks of ", cfg.block));
   }
-  const void* f = program.stage == Stage::kForward
-                      ? RowForwardKernel(cfg.threads_per_row, cfg.vecs_per_thread)
-                      : RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread,
-                                          program.op == RMSNORM_SILU_GATE);
+  const bool gate = program.op == RMSNORM_SILU_GATE;
+  const void* f =
+      program.stage != Stage::kForward
+          ? RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread, gate)
+      : program.flat ? RowForwardFlatKernel(cfg.threads_per_row, cfg.vecs_per_thread, gate)
+                     : RowForwardKernel(cfg.threads_per_row, cfg.vecs_per_thread);
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(program.id, ": no kernel built for ",
                                             cfg.threads_per_row, " threads x ",

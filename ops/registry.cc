@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/row_config.h"
+#include "ops/row_kernels.h"
 #include "ops/shape.h"
 
 namespace cake {
@@ -39,6 +40,16 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   Geometry g = PersistentRows(CtaRowConfig(s.dim), s.rows(), device);
   g.dynamic_smem_bytes = static_cast<int32_t>(s.dim * 4);
+  return g;
+}
+
+// One row group per CTA; the weight is read through L1.
+Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
+  const RowShape s = RowShapeOf(spec);
+  const RowConfig cfg = FlatRowConfig(s.dim);
+  Geometry g;
+  g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta())));
+  g.block = D3(cfg.block);
   return g;
 }
 
@@ -80,12 +91,12 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// 32 columns x 8 lanes of partial rows per CTA; see ops/dw_reduce.cu.
+// 32 columns x kDwReduceLanes lanes of partial rows per CTA (ops/row_kernels.h).
 Geometry DwReduce(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   Geometry g;
   g.grid = D3(CeilDiv(s.dim, 32));
-  g.block = D3(32, 8);
+  g.block = D3(32, kDwReduceLanes);
   g.partials = DetPartitionOf(s.rows(), s.dim).partials;
   return g;
 }
@@ -112,6 +123,11 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.fwd.cta.prefetch", RMSNORM, Stage::kForward, true, 64, kAnyDim, true, true, true,
      DwOutput::kNone, "", ForwardCta, nullptr, "", CtaRowConfig,
      "fwd.cta plus a bulk L2 prefetch of the row after next (packed rows)"},
+    {"rmsnorm.fwd.flat", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
+     DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
+     "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
+     "1-2 vectors per thread, weight through L1, up to 2048 threads per SM",
+     /*flat=*/true},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
@@ -128,6 +144,10 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.fwd.warp.prefetch", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
      kMaxWarpRowDim, true, false, true, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "gated fwd.warp plus a bulk L2 prefetch of x and z two row groups ahead"},
+    {"rmsnorm_silu_gate.fwd.flat", RMSNORM_SILU_GATE, Stage::kForward, true, 8, kAnyDim, true,
+     false, false, DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
+     "gated forward, one row group per CTA, z loaded with x, up to 2048 threads per SM",
+     /*flat=*/true},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",

@@ -69,6 +69,9 @@ struct ProgramInfo {
   // instance and the block size). nullptr for reduce and finish.
   RowConfig (*row_config)(int64_t dim);
   absl::string_view summary;
+  // Forward only: the flat kernel (one row group per CTA, no persistent
+  // loop) rather than the persistent one.
+  bool flat = false;
 };
 
 // Every registered program, in a stable order.

@@ -31,7 +31,7 @@ inline constexpr int64_t kMaxDim = 16384;
 inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
 
 struct RowConfig {
-  int threads_per_row = 0;  // 8, 16, 32, or a multiple of 32 up to 512
+  int threads_per_row = 0;  // 8, 16, 32, or a multiple of 32 up to 1024
   int vecs_per_thread = 0;  // 1, 2 or 4
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
@@ -46,6 +46,9 @@ constexpr int NextPow2(int64_t v) {
   while (p < v) p <<= 1;
   return p;
 }
+
+constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 constexpr int RoundVecs(int64_t v) { return v <= 1 ? 1 : v <= 2 ? 2 : 4; }
 
@@ -89,6 +92,23 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
   return WideRowConfig(dim, kMaxVecsPerThread, /*pow2=*/true);
 }
 
+// The flat forward: one row group per CTA and no persistent loop, so that
+// the hardware overlaps many rows per SM; one vector per thread (two above
+// 1024 vectors), a row of up to 32 vectors in a sub-warp group of 8..32
+// lanes (several rows per 256-thread CTA), a wider row in one CTA of whole
+// warps (up to 1024 threads). Few registers: an SM holds 2048 threads.
+inline constexpr int kMaxFlatBlock = 1024;
+constexpr RowConfig FlatRowConfig(int64_t dim) {
+  const int64_t vecs = dim / kVecElems;
+  if (vecs <= 32) return MakeRowConfig(dim, vecs <= 8 ? 8 : NextPow2(vecs));
+  if (vecs <= 64) return MakeRowConfig(dim, 32);
+  RowConfig c;
+  c.vecs_per_thread = vecs <= kMaxFlatBlock ? 1 : 2;
+  c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(vecs, c.vecs_per_thread), 32));
+  c.block = c.threads_per_row;
+  return c;
+}
+
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
 // (dim <= 8192), 4 above.
@@ -102,9 +122,6 @@ constexpr RowConfig BackwardRowConfig(int64_t dim) {
   const int64_t slots = int64_t{pow2.threads_per_row} * pow2.vecs_per_thread;
   return slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
 }
-
-constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
 // The deterministic backward's row partition: a function of (rows, dim) only,
 // never of the SM count or the grid, so its dw partial rows and their reduce

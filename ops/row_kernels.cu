@@ -221,6 +221,88 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
   }
 }
 
+// The flat forward (FlatRowConfig): one row group per CTA, loads issued
+// first, the weight read through L1 (no staging, no barrier before the
+// loads), at most 32 registers with one vector per thread so 2048 threads
+// per SM keep loads in flight. TPR = 0: one row of blockDim.x threads.
+constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
+constexpr int FlatMinBlocks(int tpr, int vpt) { return (vpt == 1 ? 2048 : 1536) / FlatBlockOf(tpr); }
+
+__device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
+  if (w_fp32) {
+    const float4* p = reinterpret_cast<const float4*>(w) + 2 * v;
+    const float4 a = __ldg(p), b = __ldg(p + 1);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
+    f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+    Unpack(__ldg(reinterpret_cast<const uint4*>(w) + v), f);
+  }
+}
+
+template <int TPR, int VPT, bool kGate>
+__global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
+    RowForwardFlat(const RowForwardParams p) {
+  constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
+  __shared__ float scratch[FlatBlockOf(TPR) / 32];
+  const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
+  const int lane = TPR > 0 ? static_cast<int>(threadIdx.x) % TPR : static_cast<int>(threadIdx.x);
+  const int64_t row = int64_t{blockIdx.x} * kRows + (TPR > 0 ? threadIdx.x / TPR : 0);
+  const bool active = row < p.layout.rows;
+  const int64_t vecs = p.layout.dim / kVecElems;
+  const int64_t off = active ? RowOffset(p.layout, row) : 0;
+
+  uint4 raw[VPT], zr[VPT];
+  LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, raw);
+  if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, tpr, vecs, zr);
+  if (p.residual != nullptr) {
+    uint4 res[VPT];
+    LoadRow<VPT>(p.residual, off, active, lane, tpr, vecs, res);
+    uint4* h = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.h) + off);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * tpr;
+      if (!(active && v < vecs)) continue;
+      float a[8], b[8];
+      Unpack(raw[i], a);
+      Unpack(res[i], b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[j] += b[j];
+      raw[i] = Pack(a);  // normalize h as rounded
+      Store(h + v, raw[i]);
+    }
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    float xf[8];
+    Unpack(raw[i], xf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
+  }
+  ss = GroupSum<TPR>(ss, scratch);
+  const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
+
+  uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t v = lane + int64_t{i} * tpr;
+    if (!(active && v < vecs)) continue;
+    float out[8], wf[8];
+    Unpack(raw[i], out);
+    LoadWeightL1(p.w, p.w_fp32, v, wf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
+    if constexpr (kGate) {
+      float zf[8];
+      Unpack(zr[i], zf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] *= zf[j] * Sigmoid(zf[j]);
+    }
+    Store(y + v, Pack(out));
+  }
+  if (active && lane == 0) p.rstd[row] = rstd;
+}
+
 template <int TPR, int VPT, bool kGate>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
@@ -400,21 +482,21 @@ __device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int sto
   }
 }
 
-__global__ void __launch_bounds__(256) DwReduce(const DwReduceParams p) {
-  __shared__ double lanes[8][33];
+__global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReduceParams p) {
+  __shared__ double lanes[kDwReduceLanes][33];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   double acc = 0.0;
   if (c < p.dim) {
-    for (int64_t q = threadIdx.y; q < p.count; q += 8) acc += p.partials[q * p.dim + c];
+    for (int64_t q = threadIdx.y; q < p.count; q += kDwReduceLanes) acc += p.partials[q * p.dim + c];
   }
   lanes[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= p.dim) return;
-  const double* s = &lanes[0][threadIdx.x];
-  constexpr int k = 33;  // row pitch of lanes
-  const double sum = ((s[0 * k] + s[1 * k]) + (s[2 * k] + s[3 * k])) +
-                     ((s[4 * k] + s[5 * k]) + (s[6 * k] + s[7 * k]));
-  StoreDw(p.dw, c, sum, p.store);
+  // The lane sums, pairwise in a fixed tree.
+#pragma unroll
+  for (int half = kDwReduceLanes / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (threadIdx.y < half) lanes[threadIdx.y][threadIdx.x] += lanes[threadIdx.y + half][threadIdx.x];
+  }
+  if (threadIdx.y == 0 && c < p.dim) StoreDw(p.dw, c, lanes[0][threadIdx.x], p.store);
 }
 
 __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
@@ -437,6 +519,20 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
   if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowForward<T, V>);
   CAKE_FWD_CONFIGS(CAKE_FWD)
 #undef CAKE_FWD
+  return nullptr;
+}
+
+#define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(0, 1) X(0, 2)
+
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads
+#define CAKE_FLAT(T, V)                                                        \
+  if (threads_per_row == T && vecs_per_thread == V) {                          \
+    return gate ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, true>)   \
+                : reinterpret_cast<const void*>(&RowForwardFlat<T, V, false>); \
+  }
+  CAKE_FLAT_CONFIGS(CAKE_FLAT)
+#undef CAKE_FLAT
   return nullptr;
 }
 

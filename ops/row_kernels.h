@@ -71,8 +71,9 @@ struct RowBackwardParams {
 enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
 
 // dw[c] = sum over p of partials[p * dim + c] in FP64, in a fixed order: lane
-// y of 8 sums p = y, y + 8, ... in sequence, then the 8 sums are added
-// pairwise; rounded once into dw.
+// y of kDwReduceLanes sums p = y, y + kDwReduceLanes, ... in sequence, then
+// the lane sums are added pairwise in a fixed tree; rounded once into dw.
+inline constexpr int kDwReduceLanes = 32;
 struct DwReduceParams {
   const double* partials;
   int64_t count;
@@ -91,6 +92,8 @@ struct DwFinishParams {
 
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
+// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA).
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();
 const void* DwFinishKernel();

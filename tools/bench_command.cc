@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "bench/runner.h"
 #include "bench/suite.h"
+#include "ops/registry.h"
 #include "planner/plan_io.h"
 #include "planner/validate.h"
 #include "tests/testing/reference.h"
@@ -23,7 +24,7 @@ namespace cake {
 const char kBenchUsage[] =
     "cake bench [SPEC...] [--ops fwd,bwd,ckpt,ckpt.cast] [--filter TEXT] [--part K/N]\n"
     "           [--mode det|nondet] [--rounds R] [--replays N] [--warmup W]\n"
-    "           [--timer cupti|events] [--json FILE] [--cases-out FILE]";
+    "           [--timer cupti|events] [--json FILE] [--cases-out FILE] [--program ID]";
 const char kBenchHelp[] =
     "Times Cake's graphs as BENCH.md says: for each shape and op, the plan's Step and an\n"
     "independent A/A copy on their own buffers, L2 flushed before every replay, CUPTI spans\n"
@@ -38,11 +39,13 @@ const char kBenchHelp[] =
     "K-th of N equal"
     " slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
     "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
+    "--program ID runs that program in place of the routed one of its stage, on the cases\n"
+    "it supports (the others are left out): candidates for the routing table side by side.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
                                               "rounds", "replays", "warmup", "timer",
-                                              "json",   "cases-out"};
+                                              "json",   "cases-out", "program"};
 
 namespace {
 
@@ -151,7 +154,16 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     for (const std::string& op : ops) {
       absl::StatusOr<StepSpec> spec = bench::SpecFor(shape, op, mode == "det");
       if (!spec.ok()) return Bad(std::string(spec.status().message()));
-      const bench::BenchCase c{shape.shape, op, *spec};
+      const bench::BenchCase c{shape.shape, op, *spec, Flag(flags, "program", "")};
+      if (!c.program.empty()) {
+        const ProgramInfo* forced = FindProgram(c.program);
+        if (forced == nullptr) {
+          return Bad(absl::StrCat("--program \"", c.program, "\": no such program (cake programs)"));
+        }
+        absl::StatusOr<StepSpec> canonical = Canonicalize(*spec);
+        const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
+        if (!canonical.ok() || !stage_runs || !CheckSupports(*forced, *canonical).ok()) continue;
+      }
       if (flags.count("filter")) {
         const std::string name = absl::StrCat(c.shape, " ", c.op);
         bool keep = false;

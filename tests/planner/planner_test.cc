@@ -43,7 +43,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   EXPECT_EQ(plan.format_version(), kPlanFormatVersion);
   EXPECT_EQ(plan.arch(), "sm_90a");
   EXPECT_EQ(plan.sm_count(), 132);
-  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta",
+  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat",
                                           "rmsnorm.bwd.det.partials", "dw.reduce"));
   EXPECT_EQ(plan.launches(0).phase(), FORWARD);
   EXPECT_EQ(plan.launches(1).phase(), RECOMPUTE);
@@ -67,7 +67,7 @@ TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
     StepSpec spec = RowsSpec(4096, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
-    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
+    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat", "memset",
                                             "rmsnorm.bwd.kb", "dw.finish"));
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);
@@ -154,26 +154,24 @@ TEST(PlannerTest, ZeroTokensPlansNothing) {
 
 TEST(PlannerTest, SinglePhases) {
   EXPECT_THAT(Programs(MustPlan(RowsSpec(16, 256, false, {FORWARD}))),
-              ElementsAre("rmsnorm.fwd.warp"));
+              ElementsAre("rmsnorm.fwd.flat"));
   EXPECT_THAT(Programs(MustPlan(RowsSpec(16, 256, false, {RECOMPUTE}))),
-              ElementsAre("rmsnorm.fwd.warp"));
+              ElementsAre("rmsnorm.fwd.flat"));
   EXPECT_THAT(Programs(MustPlan(RowsSpec(16, 256, true, {BACKWARD}))),
               ElementsAre("rmsnorm.bwd.det.partials", "dw.reduce"));
 }
 
 TEST(PlannerTest, PerHeadViewsAndGatedOp) {
   const Plan q = MustPlan(HeadsSpec(4096, 24, 256, 8192, 256));
-  EXPECT_EQ(q.launches(0).program(), "rmsnorm.fwd.warp");
+  EXPECT_EQ(q.launches(0).program(), "rmsnorm.fwd.flat");
+  EXPECT_EQ(q.launches(0).block().x(), 256u);  // 8 rows of 32 lanes per CTA
+  EXPECT_EQ(q.launches(0).grid().x(), 4096u * 24 / 8);
   StepSpec gate = HeadsSpec(8192, 32, 128);
   gate.set_op(RMSNORM_SILU_GATE);
   gate.set_deterministic(true);
   EXPECT_THAT(Programs(MustPlan(gate)),
-              ElementsAre("rmsnorm_silu_gate.fwd.warp.prefetch", "rmsnorm_silu_gate.fwd.warp.prefetch",
+              ElementsAre("rmsnorm_silu_gate.fwd.flat", "rmsnorm_silu_gate.fwd.flat",
                           "rmsnorm_silu_gate.bwd.det.partials", "dw.reduce"));
-  // Long packed rows take the L2-prefetch forward; strided views, which it
-  // cannot run, fall through to the plain one.
-  EXPECT_EQ(MustPlan(HeadsSpec(65536, 4, 256)).launches(0).program(), "rmsnorm.fwd.warp.prefetch");
-  EXPECT_EQ(MustPlan(HeadsSpec(65536, 24, 256, 8192, 256)).launches(0).program(), "rmsnorm.fwd.warp");
 }
 
 TEST(PlannerTest, DeterministicPartitionDependsOnShapeOnly) {

@@ -166,7 +166,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the non-deterministic backward runs the det programs
-  // where they were faster, the forward switches programs above D = 512.
+  // where they were faster; the flat forward runs every dim.
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(16384, 1024)), PHASE_KIND_BACKWARD)
                 ->program->id,
             "rmsnorm.bwd.det.partials");
@@ -174,9 +174,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                 ->program->id,
             "rmsnorm.bwd.kb");
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 512)), PHASE_KIND_FORWARD)->program->id,
-            "rmsnorm.fwd.warp");
-  EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 520)), PHASE_KIND_FORWARD)->program->id,
-            "rmsnorm.fwd.cta");
+            "rmsnorm.fwd.flat");
+  EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 16384)), PHASE_KIND_FORWARD)->program->id,
+            "rmsnorm.fwd.flat");
   EXPECT_EQ(RoutingTableFor("sm_42").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(RoutingTableFor("sm_42").status().message()),
               HasSubstr("arch = \"sm_42\": no routing table"));
