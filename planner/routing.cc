@@ -40,6 +40,8 @@ bool Matches(const Window& w, const StepSpec& spec, PhaseKind kind) {
   if (w.weight_dtype() != DTYPE_UNSPECIFIED && w.weight_dtype() != spec.weight_dtype()) return false;
   if (w.mode() == MODE_DETERMINISTIC && !spec.deterministic()) return false;
   if (w.mode() == MODE_NONDETERMINISTIC && spec.deterministic()) return false;
+  if (w.residual() == RESIDUAL_WITH && !spec.residual()) return false;
+  if (w.residual() == RESIDUAL_WITHOUT && spec.residual()) return false;
   return InRange(s.rows(), w.rows_min(), w.rows_max());
 }
 
@@ -50,8 +52,9 @@ std::string OpPrefix(Op op) { return op == RMSNORM ? "rmsnorm" : "rmsnorm_silu_g
 std::string DescribeWindow(const Window& w) {
   return absl::StrCat(Op_Name(w.op()), " ", PhaseKind_Name(w.phase_kind()), " dim ",
                       Range(w.dim_min(), w.dim_max()), " form ", HeadsForm_Name(w.heads_form()),
-                      " weight ", DType_Name(w.weight_dtype()), " ", Mode_Name(w.mode()), " rows ",
-                      Range(w.rows_min(), w.rows_max()), " -> ", w.program());
+                      " weight ", DType_Name(w.weight_dtype()), " ", Mode_Name(w.mode()),
+                      w.residual() == RESIDUAL_ANY ? "" : absl::StrCat(" ", ResidualForm_Name(w.residual())),
+                      " rows ", Range(w.rows_min(), w.rows_max()), " -> ", w.program());
 }
 
 absl::Status CheckRoutingTable(const RoutingTable& table) {

@@ -105,6 +105,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     specs.push_back(RowsSpec(6, 2048, det));
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.back().set_weight_dtype(FP32);
+    specs.push_back(HeadsSpec(5, 3, 512));  // the flat forward's 2-vector warp rows
+    specs.back().set_op(RMSNORM_SILU_GATE);
+    specs.back().set_deterministic(det);
   }
   std::set<std::string> ran;
   for (const StepSpec& spec : specs) {
@@ -112,25 +115,30 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     const Plan plan = MustPlan(spec);
     for (const Launch& l : plan.launches()) ran.insert(l.program());
   }
-  // The forward programs the table does not route here: cta at a warp dim
-  // and the L2-prefetch variants (rows enough for several row groups per CTA).
+  // Every forward program the table may not route on these shapes, in place
+  // of the routed one (rows enough for several row groups per CTA where a
+  // program prefetches).
   StepSpec gate = HeadsSpec(3000, 4, 128, 0, 0);
   gate.set_op(RMSNORM_SILU_GATE);
   gate.clear_phases();
   gate.add_phases(FORWARD);
   const struct {
     StepSpec spec;
-    const char* from;
     const char* to;
   } forced[] = {
-      {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp", "rmsnorm.fwd.cta"},
-      {RowsSpec(20000, 256, true, {FORWARD}), "rmsnorm.fwd.warp", "rmsnorm.fwd.warp.prefetch"},
-      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta", "rmsnorm.fwd.cta.prefetch"},
-      {gate, "rmsnorm_silu_gate.fwd.warp", "rmsnorm_silu_gate.fwd.warp.prefetch"},
+      {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
+      {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.cta"},
+      {RowsSpec(20000, 256, true, {FORWARD}), "rmsnorm.fwd.warp.prefetch"},
+      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta.prefetch"},
+      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
+      {gate, "rmsnorm_silu_gate.fwd.warp"},
+      {gate, "rmsnorm_silu_gate.fwd.warp.prefetch"},
+      {gate, "rmsnorm_silu_gate.fwd.cta"},
   };
   for (const auto& f : forced) {
-    const Plan plan =
-        testing::ForceProgram(MustPlan(f.spec), f.from, f.to, *TargetDevice::Current());
+    const Plan routed = MustPlan(f.spec);
+    const Plan plan = testing::ForceProgram(routed, routed.launches(0).program(), f.to,
+                                            *TargetDevice::Current());
     ASSERT_EQ(plan.launches(0).program(), f.to);
     const auto buf = MustBuffers(plan);
     buf->Fill(7);

@@ -43,7 +43,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   EXPECT_EQ(plan.format_version(), kPlanFormatVersion);
   EXPECT_EQ(plan.arch(), "sm_90a");
   EXPECT_EQ(plan.sm_count(), 132);
-  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat",
+  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta",
                                           "rmsnorm.bwd.det.partials", "dw.reduce"));
   EXPECT_EQ(plan.launches(0).phase(), FORWARD);
   EXPECT_EQ(plan.launches(1).phase(), RECOMPUTE);
@@ -67,7 +67,7 @@ TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
     StepSpec spec = RowsSpec(4096, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
-    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat", "memset",
+    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
                                             "rmsnorm.bwd.kb", "dw.finish"));
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);

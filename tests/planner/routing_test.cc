@@ -166,7 +166,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the non-deterministic backward runs the det programs
-  // where they were faster; the flat forward runs every dim.
+  // where they were faster; the forward takes the flat program up to 2048,
+  // at few rows and with the residual, the cta program above.
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(16384, 1024)), PHASE_KIND_BACKWARD)
                 ->program->id,
             "rmsnorm.bwd.det.partials");
@@ -175,8 +176,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             "rmsnorm.bwd.kb");
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 512)), PHASE_KIND_FORWARD)->program->id,
             "rmsnorm.fwd.flat");
-  EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 16384)), PHASE_KIND_FORWARD)->program->id,
-            "rmsnorm.fwd.flat");
+  auto forward = [&](const StepSpec& spec) {
+    return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_FORWARD)->program->id);
+  };
+  EXPECT_EQ(forward(RowsSpec(131072, 2048)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(32768, 4096)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(32769, 4096)), "rmsnorm.fwd.cta");
+  EXPECT_EQ(forward(RowsSpec(2048, 8192)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.cta");
+  StepSpec residual = RowsSpec(65536, 6144);
+  residual.set_residual(true);
+  EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat");  // the residual window comes first
+  StepSpec gate = HeadsSpec(16384, 48, 128);
+  gate.set_op(RMSNORM_SILU_GATE);
+  EXPECT_EQ(forward(gate), "rmsnorm_silu_gate.fwd.flat");
   EXPECT_EQ(RoutingTableFor("sm_42").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(RoutingTableFor("sm_42").status().message()),
               HasSubstr("arch = \"sm_42\": no routing table"));
