@@ -139,11 +139,18 @@ struct DetPartition {
   int64_t partials = 0;
 };
 
+// At least this many rows per partial: an FP64 partial row is 8 bytes per
+// column against 4 bytes per column and row of x and dy, so the partials
+// (written once, read by the reduce) stay within a quarter of the input.
+// With one or two rows per block (small T) they had been larger than it.
+inline constexpr int64_t kMinRowsPerPartial = 8;
+
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
   const int64_t rows_per_cta = BackwardRowConfig(dim).rows_per_cta();
   DetPartition p;
   const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim));
-  p.rows_per_block = RoundUp(per_block < 1 ? 1 : per_block, rows_per_cta);
+  p.rows_per_block =
+      RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_cta);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;
 }

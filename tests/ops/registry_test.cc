@@ -91,6 +91,7 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
       ASSERT_LE(p.partials, DetTargetPartials(dim));
       ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
       ASSERT_EQ(p.rows_per_block % BackwardRowConfig(dim).rows_per_cta(), 0);
+      ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
     }
   }
 }
