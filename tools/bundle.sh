@@ -14,7 +14,7 @@ rm -rf "$dest"
 mkdir -p "$dest/deps"
 for exe in "$build"/bin/*; do
   case $(basename "$exe") in
-    planner_tests | ops_tests | cake_speed) continue ;;
+    planner_tests | ops_tests | bench_tests | cake_speed) continue ;;
   esac
   strip -o "$dest/$(basename "$exe")" "$exe"
 done

@@ -72,5 +72,34 @@ else
 fi
 expect "run bad replays" 2 "--replays: must be >= 1" -- "$cake" run "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --replays 0
 
+# cake bench: the case list needs no GPU; bad flags exit 2 naming the flag.
+expect "bench cases" 0 "^wrote 235 case\(s\)" -- "$cake" bench --cases-out "$tmp/cases.json"
+if [ "$(grep -c '"shape":' "$tmp/cases.json")" -eq 235 ] && grep -q '"op": "ckpt.cast"' "$tmp/cases.json"; then
+  pass=$((pass + 1))
+else
+  echo "FAIL bench cases content"; failures=$((failures + 1))
+fi
+expect "bench filter and ops" 0 "^wrote 10 case\(s\)" -- "$cake" bench --filter "gate" --ops fwd,bwd --cases-out "$tmp/c.json"
+expect "bench alternatives" 0 "^wrote 2 case\(s\)" -- "$cake" bench --filter "[4096, 4096] bf16w|gate 260" --ops fwd --cases-out "$tmp/c.json"
+expect "bench parts" 0 "^wrote 118 case\(s\)" -- "$cake" bench --part 2/2 --cases-out "$tmp/c.json"
+expect "bench program" 0 "^wrote 6 case\(s\)" -- "$cake" bench --program rmsnorm.fwd.warp --ops fwd --cases-out "$tmp/c.json"
+expect "bench program in ckpt" 0 "^wrote 18 case\\(s\\)" -- "$cake" bench --program rmsnorm.fwd.warp --cases-out "$tmp/c.json"
+expect "bench spec file" 0 "^wrote 4 case\(s\)" -- "$cake" bench "$root/examples/specs/residual_rmsnorm_t16384_h6144.textproto" --cases-out "$tmp/c.json"
+expect "bench bad part" 2 "--part \"3/2\": expected K/N" -- "$cake" bench --part 3/2
+expect "bench bad op" 2 "--ops: \"nope\"" -- "$cake" bench --ops fwd,nope
+expect "bench bad program" 2 "--program \"nope\": no such program" -- "$cake" bench --program nope
+expect "bench bad mode" 2 "--mode \"fast\"" -- "$cake" bench --mode fast
+expect "bench bad rounds" 2 "--rounds: expected an integer >= 1" -- "$cake" bench --rounds 0
+expect "bench nothing selected" 2 "no case to run" -- "$cake" bench --filter "no such shape"
+expect "bench bad spec" 2 "layout\.dim = 300" -- "$cake" bench "$tmp/bad.textproto"
+"$cake" bench --filter "gate 260" --ops fwd --rounds 1 --replays 1 --json "$tmp/b.json" >"$tmp/bench.out" 2>&1
+rc=$?
+if { [ $rc -eq 3 ] && grep -q "no CUDA device; 1 case(s) not run" "$tmp/bench.out" && [ ! -e "$tmp/b.json" ]; } ||
+   { [ $rc -eq 0 ] && grep -q "^wrote " "$tmp/bench.out"; }; then
+  pass=$((pass + 1))
+else
+  echo "FAIL bench run: exit $rc"; sed 's/^/    /' "$tmp/bench.out"; failures=$((failures + 1))
+fi
+
 echo "cake cli: $pass passed, $failures failed"
 [ "$failures" -eq 0 ]
