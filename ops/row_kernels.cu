@@ -4,9 +4,10 @@
 //
 // A group of TPR threads holds one row in registers, VPT 16-byte vectors of
 // 8 BF16 each per thread (ops/row_config.h); a CTA holds BLOCK / TPR rows
-// and walks a persistent grid. TPR = 0 is a wide row: one row per CTA, as
-// many threads as the CTA has (a multiple of 32, up to kMaxWideBlock). All math is FP32; each BF16 output is
-// rounded once.
+// and walks a persistent grid, except in the flat forward (RowForwardFlat),
+// where each CTA runs one row group. TPR = 0 is a wide row: one row per CTA,
+// as many threads as the CTA has (a multiple of 32). All math is FP32; each
+// BF16 output is rounded once.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
