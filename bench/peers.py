@@ -451,8 +451,8 @@ def summarize(row, copy_gbps):
 def format_table(report):
     m = report["machine"]
     out = [f"{report['tool']}, {m['gpu']}, driver {m['driver']}, CUDA {m['cuda_runtime']}; "
-           f"{report['timer']} spans, L2 flushed ({report['l2_flush_bytes'] >> 20} MB written) "
-           f"before each replay;",
+           f"{report['timer']} spans, L2 flushed ({report['l2_flush_bytes'] >> 20} MB written by "
+           f"{report.get('l2_flush', 'memset')}) before each replay;",
            f"median of {report['rounds']} rounds x {report['replays_per_round']} replays after "
            f"{report['warmup']} warm-up; copy {report['copy_gbps']:.0f} GB/s (read + write)"]
     out += [f"deviation: {d}" for d in report["deviations"]]
@@ -624,6 +624,7 @@ def main():
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "machine": machine(), "timer": "cupti" if timer.cupti else "cuda-events",
               "deviations": [], "copy_bytes": 4 << 30, "l2_flush_bytes": timer.flush.numel(),
+              "l2_flush": "kernel",
               "warmup": args.warmup, "rounds": args.rounds, "replays_per_round": args.replays,
               "deterministic": args.mode == "det", "rows": []}
     if not timer.cupti:

@@ -250,8 +250,9 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
   cudaStream_t stream;
   CAKE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   absl::StatusOr<BenchReport> result = [&]() -> absl::StatusOr<BenchReport> {
-    CAKE_ASSIGN_OR_RETURN(ColdL2 l2, ColdL2::Create());
+    CAKE_ASSIGN_OR_RETURN(ColdL2 l2, ColdL2::Create(options.flush));
     report.set_l2_flush_bytes(l2.bytes());
+    report.set_l2_flush(options.flush == FlushMethod::kKernel ? "kernel" : "memset");
     report.set_warmup(options.warmup);
     report.set_rounds(options.rounds);
     report.set_replays_per_round(options.replays_per_round);
@@ -323,10 +324,11 @@ void Summarize(BenchRow& row, double copy_gbps) {
 
 std::string FormatTable(const BenchReport& r) {
   std::string out = absl::StrFormat(
-      "%s, %s, driver %s, CUDA %s; %s spans, L2 flushed (%d MB written) before each replay;\n"
+      "%s, %s, driver %s, CUDA %s; %s spans, L2 flushed (%d MB written by %s) before each "
+      "replay;\n"
       "median of %d rounds x %d replays after %d warm-up; copy %.0f GB/s (read + write)\n",
       r.tool(), r.machine().gpu(), r.machine().driver(), r.machine().cuda_runtime(), r.timer(),
-      r.l2_flush_bytes() >> 20, r.rounds(), r.replays_per_round(), r.warmup(), r.copy_gbps());
+      r.l2_flush_bytes() >> 20, r.l2_flush(), r.rounds(), r.replays_per_round(), r.warmup(), r.copy_gbps());
   for (const std::string& d : r.deviations()) absl::StrAppend(&out, "deviation: ", d, "\n");
   absl::StrAppendFormat(&out, "%-30s %-9s %10s %10s  %-40s %8s %7s %7s  %s\n", "shape", "op",
                         "cake us", "peer us", "best peer", "speedup", "A/A", "of copy", "notes");

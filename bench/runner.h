@@ -39,6 +39,7 @@ struct BenchOptions {
   int rounds = 5;
   int replays_per_round = 10;
   bool force_events = false;             // time with CUDA events even where CUPTI works
+  FlushMethod flush = FlushMethod::kMemset;
   int64_t copy_bytes = int64_t{4} << 30;  // the speed-of-light copy
   uint64_t seed = 1;
 };

@@ -7,17 +7,18 @@
 
 namespace cake::bench {
 
-absl::StatusOr<ColdL2> ColdL2::Create() {
+absl::StatusOr<ColdL2> ColdL2::Create(FlushMethod method) {
   int device = 0, l2 = 0;
   CAKE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CAKE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   const int64_t bytes = std::max<int64_t>(2 * int64_t{l2}, 64 << 20);
   void* p = nullptr;
   CAKE_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
-  return ColdL2(p, bytes);
+  return ColdL2(p, bytes, method);
 }
 
-ColdL2::ColdL2(ColdL2&& other) noexcept : buffer_(other.buffer_), bytes_(other.bytes_) {
+ColdL2::ColdL2(ColdL2&& other) noexcept
+    : buffer_(other.buffer_), bytes_(other.bytes_), method_(other.method_) {
   other.buffer_ = nullptr;
 }
 
@@ -28,7 +29,12 @@ ColdL2::~ColdL2() {
 absl::Status ColdL2::Flush(cudaStream_t stream) {
   // A varying byte so the writes are never elided.
   static unsigned char value = 0;
-  CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer_, ++value, bytes_, stream));
+  ++value;
+  if (method_ == FlushMethod::kKernel) {
+    CAKE_CUDA_RETURN_IF_ERROR(LaunchFillKernel(buffer_, bytes_, value * 0x01010101u, stream));
+  } else {
+    CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(buffer_, value, bytes_, stream));
+  }
   return absl::OkStatus();
 }
 

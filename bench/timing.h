@@ -15,11 +15,18 @@
 
 namespace cake::bench {
 
+// How ColdL2 writes its buffer: cudaMemsetAsync, or a kernel of plain
+// 16-byte stores (as a framework's fill does).
+enum class FlushMethod { kMemset, kKernel };
+
+// Launches the fill kernel over `bytes` (a multiple of 16) at `buffer`.
+cudaError_t LaunchFillKernel(void* buffer, int64_t bytes, uint32_t value, cudaStream_t stream);
+
 // A buffer of twice the device's L2; Flush() writes all of it, so whatever
 // the timed work touched before is out of L2.
 class ColdL2 {
  public:
-  static absl::StatusOr<ColdL2> Create();
+  static absl::StatusOr<ColdL2> Create(FlushMethod method = FlushMethod::kMemset);
   ColdL2(ColdL2&& other) noexcept;
   ColdL2& operator=(ColdL2&&) = delete;
   ~ColdL2();
@@ -27,9 +34,11 @@ class ColdL2 {
   int64_t bytes() const { return bytes_; }
 
  private:
-  ColdL2(void* buffer, int64_t bytes) : buffer_(buffer), bytes_(bytes) {}
+  ColdL2(void* buffer, int64_t bytes, FlushMethod method)
+      : buffer_(buffer), bytes_(bytes), method_(method) {}
   void* buffer_;
   int64_t bytes_;
+  FlushMethod method_;
 };
 
 // Times `work` on `stream` `reps` times with CUDA events around each span,

@@ -24,7 +24,8 @@ namespace cake {
 const char kBenchUsage[] =
     "cake bench [SPEC...] [--ops fwd,bwd,ckpt,ckpt.cast] [--filter TEXT] [--part K/N]\n"
     "           [--mode det|nondet] [--rounds R] [--replays N] [--warmup W]\n"
-    "           [--timer cupti|events] [--json FILE] [--cases-out FILE] [--program ID]";
+    "           [--timer cupti|events] [--flush memset|kernel] [--json FILE] [--cases-out FILE]\n"
+    "           [--program ID]";
 const char kBenchHelp[] =
     "Times Cake's graphs as BENCH.md says: for each shape and op, the plan's Step and an\n"
     "independent A/A copy on their own buffers, L2 flushed before every replay, CUPTI spans\n"
@@ -39,13 +40,15 @@ const char kBenchHelp[] =
     "K-th of N equal"
     " slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
     "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
+    "--flush: how L2 is flushed before each replay, cudaMemsetAsync (default) or a fill\n"
+    "kernel of plain 16-byte stores (as PyTorch's fill_, which bench/peers.py uses).\n"
     "--program ID runs that program in place of the routed one of its stage, on the cases\n"
     "it supports (the others are left out): candidates for the routing table side by side.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
                                               "rounds", "replays", "warmup", "timer",
-                                              "json",   "cases-out", "program"};
+                                              "json",   "cases-out", "program", "flush"};
 
 namespace {
 
@@ -110,6 +113,11 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     return Bad(absl::StrCat("--timer \"", timer, "\": expected cupti or events"));
   }
   options.force_events = timer == "events";
+  const std::string flush = Flag(flags, "flush", "memset");
+  if (flush != "memset" && flush != "kernel") {
+    return Bad(absl::StrCat("--flush \"", flush, "\": expected memset or kernel"));
+  }
+  options.flush = flush == "kernel" ? bench::FlushMethod::kKernel : bench::FlushMethod::kMemset;
   const std::string mode = Flag(flags, "mode", "det");
   if (mode != "det" && mode != "nondet") {
     return Bad(absl::StrCat("--mode \"", mode, "\": expected det or nondet"));
