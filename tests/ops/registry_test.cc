@@ -73,6 +73,18 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     for (bool gate : {false, true}) {
       ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, gate), nullptr) << dim;
     }
+    // The flat forward: the row fits, one or two vectors per thread, whole
+    // warps for a wide row, a CTA of at most 1024 threads, a kernel built.
+    const RowConfig flat = FlatRowConfig(dim);
+    ASSERT_GE(int64_t{flat.threads_per_row} * flat.vecs_per_thread * kVecElems, dim) << dim;
+    ASSERT_LE(flat.vecs_per_thread, 2) << dim;
+    ASSERT_LE(flat.block, kMaxFlatBlock) << dim;
+    ASSERT_GE(flat.rows_per_cta(), 1) << dim;
+    if (flat.threads_per_row > 32) ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
+    for (bool gate : {false, true}) {
+      ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate), nullptr)
+          << dim;
+    }
     if (dim <= kMaxWarpRowDim) {
       const RowConfig w = WarpRowConfig(dim);
       ASSERT_LE(w.threads_per_row, 32);
