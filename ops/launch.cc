@@ -57,11 +57,13 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
                                                    program.id, " runs blocks of ", cfg.block));
   }
   const bool gate = program.op == RMSNORM_SILU_GATE;
-  const void* f =
-      program.stage != Stage::kForward
-          ? RowBackwardKernel(cfg.threads_per_row, cfg.vecs_per_thread, gate)
-      : program.flat ? RowForwardFlatKernel(cfg.threads_per_row, cfg.vecs_per_thread, gate)
-                     : RowForwardKernel(cfg.threads_per_row, cfg.vecs_per_thread);
+  const int tpr = cfg.threads_per_row, vpt = cfg.vecs_per_thread;
+  const void* f = nullptr;
+  if (program.stage == Stage::kForward) {
+    f = program.flat ? RowForwardFlatKernel(tpr, vpt, gate) : RowForwardKernel(tpr, vpt);
+  } else {
+    f = program.flat ? RowBackwardSplitKernel(tpr, vpt, gate) : RowBackwardKernel(tpr, vpt, gate);
+  }
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(program.id, ": no kernel built for ",
                                             cfg.threads_per_row, " threads x ",

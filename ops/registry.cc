@@ -74,6 +74,22 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
+// dx CTAs (one row group each), then a dw CTA per 256-column tile and block
+// of the deterministic partition, so dw.reduce finds the partials it would
+// find after the fused backward.
+Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
+  const RowShape s = RowShapeOf(spec);
+  const RowConfig cfg = SplitRowConfig(s.dim);
+  const DetPartition p = DetPartitionOf(s.rows(), s.dim);
+  const int64_t tiles = CeilDiv(s.dim / kVecElems, 32);
+  Geometry g;
+  g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta()) + tiles * p.partials));
+  g.block = D3(cfg.block);
+  g.rows_per_block = p.rows_per_block;
+  g.partials = p.partials;
+  return g;
+}
+
 int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
   return g.partials * spec.layout().dim() * 8;  // FP64
 }
@@ -132,6 +148,12 @@ const ProgramInfo kPrograms[] = {
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
      BackwardRowConfig, "backward, fixed row blocks (shape only), one FP64 dw partial row per block"},
+    {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
+     DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
+     SplitRowConfig,
+     "backward in one launch of two roles: dx CTAs of one row group each, and dw CTAs over "
+     "256-column tiles of the det partition's blocks (FP64 partial rows); not yet routed",
+     /*flat=*/true},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
      BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
@@ -152,6 +174,12 @@ const ProgramInfo kPrograms[] = {
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP64 dw partial row per block"},
+    {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
+     true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
+     "dw_partials", SplitRowConfig,
+     "gated backward in one launch of two roles: dx, dz CTAs and dw CTAs over column tiles; "
+     "not yet routed",
+     /*flat=*/true},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
      nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},

@@ -69,8 +69,9 @@ struct ProgramInfo {
   // instance and the block size). nullptr for reduce and finish.
   RowConfig (*row_config)(int64_t dim);
   absl::string_view summary;
-  // Forward only: the flat kernel (one row group per CTA, no persistent
-  // loop) rather than the persistent one.
+  // One row group per CTA, no persistent loop: the flat forward, or the
+  // split backward (dx and dw CTAs in one launch), rather than the
+  // persistent kernels.
   bool flat = false;
 };
 

@@ -123,6 +123,23 @@ constexpr RowConfig BackwardRowConfig(int64_t dim) {
   return slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
 }
 
+// The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
+// one row group each, as the flat forward but with at most 4 vectors per
+// thread in a CTA-wide row (dim <= 8192), and dw CTAs that sum a column tile
+// of 32 vectors (256 columns) over one block of the deterministic partition.
+inline constexpr int kSplitBlock = 256;
+inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
+constexpr RowConfig SplitRowConfig(int64_t dim) {
+  const int64_t vecs = dim / kVecElems;
+  if (vecs <= 32) return MakeRowConfig(dim, vecs <= 8 ? 8 : NextPow2(vecs));
+  if (vecs <= 64) return MakeRowConfig(dim, 32);
+  RowConfig c;
+  c.threads_per_row = kSplitBlock;
+  c.vecs_per_thread = RoundVecs(CeilDiv(vecs, kSplitBlock));
+  c.block = kSplitBlock;
+  return c;
+}
+
 // The deterministic backward's row partition: a function of (rows, dim) only,
 // never of the SM count or the grid, so its dw partial rows and their reduce
 // order are the same on every device and grid size. The target count of

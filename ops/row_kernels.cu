@@ -475,6 +475,141 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   }
 }
 
+// The split backward (SplitRowConfig; not yet routed): one launch of two
+// roles. CTAs [0, dx_ctas) are dx CTAs, one row group each, as the flat
+// forward: dx (and dz) from x, dy (and z), rstd and the weight through L1.
+// The others are dw CTAs: CTA t sums the 256-column tile t % tiles over the
+// rows of partition block t / tiles, warp k taking rows begin + k, + 8, ...
+// in order with Kahan FP32 sums per column, then the 8 warps folded in FP64
+// in warp order into partials[block][columns]. The dw term is the fused
+// backward's, so the partition and the order are functions of the shape
+// only. x and dy are read by both roles (the dw CTAs run after most dx CTAs
+// and find part of them in L2).
+// 64 registers (1024 threads per SM): the dw role holds 8 Kahan pairs and
+// a row's x, dy (and z) vector; 32 or 40 spilled hundreds of bytes.
+constexpr int SplitMinBlocks() { return 4; }
+
+template <int TPR, int VPT, bool kGate>
+__global__ void __launch_bounds__(kSplitBlock, SplitMinBlocks())
+    RowBackwardSplit(const RowBackwardParams p) {
+  constexpr int kRows = kSplitBlock / TPR;
+  constexpr int kWarps = kSplitBlock / 32;
+  __shared__ float scratch[kWarps];
+  __shared__ double fold[kWarps][32 * 8];
+  const int64_t rows = p.layout.rows;
+  const int64_t dim = p.layout.dim;
+  const int64_t vecs = dim / kVecElems;
+  const int64_t dx_ctas = (rows + kRows - 1) / kRows;
+
+  if (blockIdx.x < dx_ctas) {
+    const int lane = static_cast<int>(threadIdx.x) % TPR;
+    const int64_t row = int64_t{blockIdx.x} * kRows + threadIdx.x / TPR;
+    const bool active = row < rows;
+    const int64_t off = active ? RowOffset(p.layout, row) : 0;
+    uint4 xr[VPT], dyr[VPT], zr[VPT];
+    LoadRow<VPT>(p.x, off, active, lane, TPR, vecs, xr);
+    LoadRow<VPT>(p.dy, off, active, lane, TPR, vecs, dyr);
+    if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, TPR, vecs, zr);
+    const float rstd = active ? p.rstd[row] : 0.f;
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * TPR;
+      if (v >= vecs) continue;
+      float xf[8], dyf[8], wf[8], zf[8];
+      Unpack(xr[i], xf);
+      Unpack(dyr[i], dyf);
+      LoadWeightL1(p.w, p.w_fp32, v, wf);
+      if constexpr (kGate) Unpack(zr[i], zf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
+        dot += dyf[j] * wf[j] * s * (xf[j] * rstd);
+      }
+    }
+    const float mean = GroupSum<TPR>(dot, scratch) / static_cast<float>(dim);
+    if (!active) return;  // after the last barrier of the row group
+    uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
+    uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
+    const uint4* dh =
+        reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * TPR;
+      if (v >= vecs) continue;
+      float xf[8], dyf[8], wf[8], zf[8], dxf[8], dzf[8];
+      Unpack(xr[i], xf);
+      Unpack(dyr[i], dyf);
+      LoadWeightL1(p.w, p.w_fp32, v, wf);
+      if constexpr (kGate) Unpack(zr[i], zf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float xhat = xf[j] * rstd;
+        const float sig = kGate ? Sigmoid(zf[j]) : 1.f;
+        const float s = kGate ? zf[j] * sig : 1.f;
+        dxf[j] = rstd * (dyf[j] * wf[j] * s - xhat * mean);
+        dzf[j] = dyf[j] * xhat * wf[j] * sig * (1.f + zf[j] * (1.f - sig));
+      }
+      if (p.dh_in != nullptr) {
+        float d[8];
+        Unpack(__ldcs(dh + v), d);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) dxf[j] += d[j];
+      }
+      Store(dx + v, Pack(dxf));
+      if constexpr (kGate) Store(dz + v, Pack(dzf));
+    }
+    return;
+  }
+
+  // A dw CTA.
+  const int64_t tiles = (vecs + 31) / 32;
+  const int64_t t = int64_t{blockIdx.x} - dx_ctas;
+  const int64_t block = t / tiles;
+  const int64_t v = (t - block * tiles) * 32 + threadIdx.x % 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t begin = block * p.rows_per_block;
+  const int64_t end = min(rows, begin + p.rows_per_block);
+  float total[8], comp[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) total[j] = comp[j] = 0.f;
+  if (v < vecs) {
+    for (int64_t r = begin + warp; r < end; r += kWarps) {
+      const int64_t off = RowOffset(p.layout, r);
+      float xf[8], dyf[8], zf[8];
+      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off)[v], xf);
+      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dy) + off)[v], dyf);
+      if constexpr (kGate) {
+        Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off)[v], zf);
+      }
+      const float rstd = p.rstd[r];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        // The fused backward's term (see RowBackward), Kahan-compensated.
+        const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
+        const float term =
+            (kGate ? dyf[j] * xf[j] * (rstd * s) : dyf[j] * (xf[j] * rstd)) - comp[j];
+        const float sum = total[j] + term;
+        comp[j] = (sum - total[j]) - term;
+        total[j] = sum;
+      }
+    }
+  }
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) fold[warp][lane * 8 + j] = static_cast<double>(total[j]);
+  __syncthreads();
+  // Column c of the tile: the 8 warps' sums in warp order.
+  const int64_t tile_first = (t - block * tiles) * 32 * 8;
+  for (int c = static_cast<int>(threadIdx.x); c < 32 * 8; c += kSplitBlock) {
+    if (tile_first + c >= dim) continue;
+    double sum = 0.0;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) sum += fold[k][c];
+    p.partials[block * dim + tile_first + c] = sum;
+  }
+}
+
 __device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int store) {
   switch (store) {
     case kDwStoreFp32: static_cast<float*>(dw)[c] = static_cast<float>(sum); break;
@@ -549,6 +684,20 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
   }
   CAKE_BWD_CONFIGS(CAKE_BWD)
 #undef CAKE_BWD
+  return nullptr;
+}
+
+#define CAKE_SPLIT_CONFIGS(X) \
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(256, 1) X(256, 2) X(256, 4)
+
+const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+#define CAKE_SPLIT(T, V)                                                         \
+  if (threads_per_row == T && vecs_per_thread == V) {                            \
+    return gate ? reinterpret_cast<const void*>(&RowBackwardSplit<T, V, true>)   \
+                : reinterpret_cast<const void*>(&RowBackwardSplit<T, V, false>); \
+  }
+  CAKE_SPLIT_CONFIGS(CAKE_SPLIT)
+#undef CAKE_SPLIT
   return nullptr;
 }
 

@@ -80,10 +80,23 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     ASSERT_LE(flat.vecs_per_thread, 2) << dim;
     ASSERT_LE(flat.block, kMaxFlatBlock) << dim;
     ASSERT_GE(flat.rows_per_cta(), 1) << dim;
-    if (flat.threads_per_row > 32) ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
+    if (flat.threads_per_row > 32) {
+      ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
+    }
     for (bool gate : {false, true}) {
       ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate), nullptr)
           << dim;
+    }
+    // The split backward's dx role, up to its largest dim.
+    if (dim <= kMaxSplitDim) {
+      const RowConfig split = SplitRowConfig(dim);
+      ASSERT_GE(int64_t{split.threads_per_row} * split.vecs_per_thread * kVecElems, dim) << dim;
+      ASSERT_EQ(split.block, kSplitBlock) << dim;
+      for (bool gate : {false, true}) {
+        ASSERT_NE(RowBackwardSplitKernel(split.threads_per_row, split.vecs_per_thread, gate),
+                  nullptr)
+            << dim;
+      }
     }
     if (dim <= kMaxWarpRowDim) {
       const RowConfig w = WarpRowConfig(dim);
@@ -106,6 +119,39 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
       ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
     }
   }
+}
+
+// The split backward launches a dx CTA per row group and a dw CTA per
+// 256-column tile and block of the det partition, whose partials dw.reduce
+// then reads as after the fused backward.
+TEST(RegistryTest, SplitBackwardGeometry) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  const ProgramInfo* split = FindProgram("rmsnorm.bwd.split");
+  const ProgramInfo* det = FindProgram("rmsnorm.bwd.det.partials");
+  ASSERT_NE(split, nullptr);
+  struct Case {
+    int64_t tokens, dim, dx_ctas;
+  } cases[] = {
+      {1024, 2048, 1024},     // one row per CTA of 256 threads x 1 vector
+      {46593, 8192, 46593},   // 256 threads x 4 vectors
+      {7, 128, 1},            // 16 rows of 16 lanes per CTA
+      {4096, 512, 512},       // 8 rows of 32 lanes x 2 vectors
+  };
+  for (const Case& c : cases) {
+    const StepSpec spec = *Canonicalize(testing::RowsSpec(c.tokens, c.dim, true, {BACKWARD}));
+    ASSERT_TRUE(CheckSupports(*split, spec).ok()) << c.dim;
+    const Geometry g = split->geometry(spec, h200);
+    const Geometry fused = det->geometry(spec, h200);
+    const DetPartition p = DetPartitionOf(c.tokens, c.dim);
+    const int64_t tiles = (c.dim / 8 + 31) / 32;
+    EXPECT_EQ(g.grid.x(), c.dx_ctas + tiles * p.partials) << c.dim;
+    EXPECT_EQ(g.block.x(), 256u);
+    EXPECT_EQ(g.partials, fused.partials) << "the reduce reads the same partial rows";
+    EXPECT_EQ(g.rows_per_block, fused.rows_per_block);
+    EXPECT_EQ(split->workspace_bytes(spec, g), det->workspace_bytes(spec, fused));
+  }
+  const StepSpec wide = *Canonicalize(testing::RowsSpec(8, 16384, true, {BACKWARD}));
+  EXPECT_FALSE(CheckSupports(*split, wide).ok()) << "dim above 8192";
 }
 
 TEST(RegistryTest, KbRowBlocksCoverRows) {

@@ -28,6 +28,25 @@ inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& 
   return plan;
 }
 
+// The first launch of program `id` in `plan`, or null.
+inline const Launch* LaunchOf(const Plan& plan, const std::string& id) {
+  for (const Launch& l : plan.launches()) {
+    if (l.program() == id) return &l;
+  }
+  return nullptr;
+}
+
+// `plan` with the program of `to`'s stage (the first launch of that stage)
+// switched to `to` everywhere it runs.
+inline Plan ForceStage(const Plan& plan, const std::string& to, const TargetDevice& target) {
+  const ProgramInfo* p = FindProgram(to);
+  for (const Launch& l : plan.launches()) {
+    const ProgramInfo* q = FindProgram(l.program());
+    if (q != nullptr && q->stage == p->stage) return ForceProgram(plan, l.program(), to, target);
+  }
+  return plan;
+}
+
 }  // namespace cake::testing
 
 #endif  // CAKE_TESTS_TESTING_PLANS_H_
