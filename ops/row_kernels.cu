@@ -548,7 +548,7 @@ __global__ void __launch_bounds__(kSplitBlock, SplitMinBlocks())
         const float sig = kGate ? Sigmoid(zf[j]) : 1.f;
         const float s = kGate ? zf[j] * sig : 1.f;
         dxf[j] = rstd * (dyf[j] * wf[j] * s - xhat * mean);
-        dzf[j] = dyf[j] * xhat * wf[j] * sig * (1.f + zf[j] * (1.f - sig));
+        if constexpr (kGate) dzf[j] = dyf[j] * xhat * wf[j] * sig * (1.f + zf[j] * (1.f - sig));
       }
       if (p.dh_in != nullptr) {
         float d[8];
