@@ -59,10 +59,17 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   const bool gate = program.op == RMSNORM_SILU_GATE;
   const int tpr = cfg.threads_per_row, vpt = cfg.vecs_per_thread;
   const void* f = nullptr;
-  if (program.stage == Stage::kForward) {
-    f = program.flat ? RowForwardFlatKernel(tpr, vpt, gate) : RowForwardKernel(tpr, vpt);
-  } else {
-    f = program.flat ? RowBackwardSplitKernel(tpr, vpt, gate) : RowBackwardKernel(tpr, vpt, gate);
+  const bool forward = program.stage == Stage::kForward;
+  switch (program.kernel) {
+    case RowKernel::kPersistent:
+      f = forward ? RowForwardKernel(tpr, vpt) : RowBackwardKernel(tpr, vpt, gate);
+      break;
+    case RowKernel::kFlat:
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate) : RowBackwardSplitKernel(tpr, vpt, gate);
+      break;
+    case RowKernel::kLoop:
+      f = forward && !gate ? RowForwardLoopKernel() : nullptr;
+      break;
   }
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat(program.id, ": no kernel built for ",

@@ -53,6 +53,15 @@ Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return g;
 }
 
+// One row per CTA.
+Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
+  const RowShape s = RowShapeOf(spec);
+  Geometry g;
+  g.grid = D3(std::max<int64_t>(1, s.rows()));
+  g.block = D3(LoopRowConfig(s.dim).block);
+  return g;
+}
+
 // The backward keeps the weight in shared memory as FP32 and folds its row
 // groups' dw sums there, one FP64 row each.
 int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim) {
@@ -143,7 +152,12 @@ const ProgramInfo kPrograms[] = {
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
      "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
      "1-2 vectors per thread, weight through L1, up to 2048 threads per SM",
-     /*flat=*/true},
+     RowKernel::kFlat},
+    {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, false, false,
+     DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
+     "forward, one row per CTA of 256 threads reading the row twice in a loop (sum of "
+     "squares, then y from cache), about 32 registers at any dim; not yet routed",
+     RowKernel::kLoop},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
@@ -153,7 +167,7 @@ const ProgramInfo kPrograms[] = {
      SplitRowConfig,
      "backward in one launch of two roles: dx CTAs of one row group each, and dw CTAs over "
      "256-column tiles of the det partition's blocks (FP64 partial rows); not yet routed",
-     /*flat=*/true},
+     RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
      BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
@@ -169,7 +183,7 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.fwd.flat", RMSNORM_SILU_GATE, Stage::kForward, true, 8, kAnyDim, true,
      false, false, DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
      "gated forward, one row group per CTA, z loaded with x, up to 2048 threads per SM",
-     /*flat=*/true},
+     RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
@@ -179,7 +193,7 @@ const ProgramInfo kPrograms[] = {
      "dw_partials", SplitRowConfig,
      "gated backward in one launch of two roles: dx, dz CTAs and dw CTAs over column tiles; "
      "not yet routed",
-     /*flat=*/true},
+     RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
      nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},

@@ -40,6 +40,18 @@ struct Geometry {
   int64_t partials = 0;
 };
 
+// The kernel families of the row programs.
+enum class RowKernel {
+  // A persistent grid walking row groups (RowForward, RowBackward).
+  kPersistent,
+  // One row group per CTA, no persistent loop: the flat forward, or the
+  // split backward (dx and dw CTAs in one launch).
+  kFlat,
+  // The looped forward: one row per CTA, the row read twice in a loop
+  // (sum of squares, then y), the second time from cache.
+  kLoop,
+};
+
 struct ProgramInfo {
   absl::string_view id;
   Op op;  // OP_UNSPECIFIED: serves every op (reduce, cast)
@@ -69,10 +81,8 @@ struct ProgramInfo {
   // instance and the block size). nullptr for reduce and finish.
   RowConfig (*row_config)(int64_t dim);
   absl::string_view summary;
-  // One row group per CTA, no persistent loop: the flat forward, or the
-  // split backward (dx and dw CTAs in one launch), rather than the
-  // persistent kernels.
-  bool flat = false;
+  // Which kernel family runs the program's rows.
+  RowKernel kernel = RowKernel::kPersistent;
 };
 
 // Every registered program, in a stable order.

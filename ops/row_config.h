@@ -123,6 +123,17 @@ constexpr RowConfig BackwardRowConfig(int64_t dim) {
   return slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
 }
 
+// The looped forward: one row per CTA of kLoopBlock threads, each taking
+// vectors v = lane, lane + kLoopBlock, ... twice (sum of squares, then y).
+inline constexpr int kLoopBlock = 256;
+constexpr RowConfig LoopRowConfig(int64_t dim) {
+  RowConfig c;
+  c.threads_per_row = kLoopBlock;
+  c.vecs_per_thread = static_cast<int>(CeilDiv(dim / kVecElems, kLoopBlock));
+  c.block = kLoopBlock;
+  return c;
+}
+
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
 // one row group each, as the flat forward but with at most 4 vectors per
 // thread in a CTA-wide row (dim <= 8192), and dw CTAs that sum a column tile

@@ -304,6 +304,41 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
   if (active && lane == 0) p.rstd[row] = rstd;
 }
 
+// The looped forward (LoopRowConfig; not yet routed): one row per CTA. Pass
+// 1 loads the row a vector per thread at a time and sums its squares; pass 2
+// loads it again, from L1 or L2 where pass 1 left it, with the weight through
+// L1, and streams y out. Nothing of the row stays in registers, so a thread
+// needs about 32 of them at any dim and an SM holds 2048 threads.
+__global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
+    RowForwardLoop(const RowForwardParams p) {
+  __shared__ float scratch[kLoopBlock / 32];
+  const int64_t row = blockIdx.x;
+  const int64_t vecs = p.layout.dim / kVecElems;
+  const int64_t off = RowOffset(p.layout, row);
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
+  float ss = 0.f;
+#pragma unroll 2
+  for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
+    float xf[8];
+    Unpack(x[v], xf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
+  }
+  ss = GroupSum<0>(ss, scratch);
+  const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
+  uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
+#pragma unroll 2
+  for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
+    float out[8], wf[8];
+    Unpack(x[v], out);
+    LoadWeightL1(p.w, p.w_fp32, v, wf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
+    Store(y + v, Pack(out));
+  }
+  if (threadIdx.x == 0) p.rstd[row] = rstd;
+}
+
 template <int TPR, int VPT, bool kGate>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
@@ -700,6 +735,8 @@ const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, boo
 #undef CAKE_SPLIT
   return nullptr;
 }
+
+const void* RowForwardLoopKernel() { return reinterpret_cast<const void*>(&RowForwardLoop); }
 
 const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
 const void* DwFinishKernel() { return reinterpret_cast<const void*>(&DwFinish); }

@@ -87,6 +87,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate), nullptr)
           << dim;
     }
+    const RowConfig loop = LoopRowConfig(dim);
+    ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
+    ASSERT_EQ(loop.block, kLoopBlock) << dim;
     // The split backward's dx role, up to its largest dim.
     if (dim <= kMaxSplitDim) {
       const RowConfig split = SplitRowConfig(dim);

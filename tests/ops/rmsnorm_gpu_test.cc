@@ -132,6 +132,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     StepSpec spec;
     const char* to;
   } forced[] = {
+      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
       {residual_bwd, "rmsnorm.bwd.split"},
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
@@ -299,6 +300,40 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   ExpectBitwiseDeterministic(RowsSpec(46593, 4096));
   ExpectBitwiseDeterministic(RowsSpec(20000, 1024));
   ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
+}
+
+// The looped forward (not yet routed) in place of the routed one: within
+// budget over dims, T, a strided view and an FP32 weight, and the recompute
+// equal to the forward bit for bit.
+TEST_F(GpuTest, LoopForwardWithinBudget) {
+  const TargetDevice device = *TargetDevice::Current();
+  std::vector<StepSpec> specs;
+  for (int64_t dim : {64, 1536, 4096, 6144, 8192, 16384}) {
+    for (int64_t tokens : {1, 7, 1024, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
+  }
+  specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
+  specs.push_back(RowsSpec(4099, 4096, true));
+  specs.back().set_weight_dtype(FP32);
+  for (StepSpec spec : specs) {
+    spec.clear_phases();
+    spec.add_phases(FORWARD);
+    spec.add_phases(RECOMPUTE);
+    const Plan plan = testing::ForceStage(MustPlan(spec), "rmsnorm.fwd.loop", device);
+    ASSERT_EQ(plan.launches(0).program(), "rmsnorm.fwd.loop") << Label(spec);
+    ASSERT_EQ(plan.launches(1).program(), "rmsnorm.fwd.loop") << Label(spec);
+    const auto buf = MustBuffers(plan);
+    testing::Worst worst;
+    for (int seed = 1; seed <= 3; ++seed) {
+      buf->Fill(seed);
+      RunPlan(plan, buf->b);
+      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
+    }
+    EXPECT_TRUE(worst.Within()) << Label(spec) << ": y " << worst.y << " rstd " << worst.rstd;
+    const testing::Outputs first(*buf);
+    buf->Poison();
+    RunPlan(plan, buf->b);
+    EXPECT_EQ(first.Diff(*buf), 0) << Label(spec) << ": rerun";
+  }
 }
 
 // The split backward (not yet routed) in place of the fused one: within
