@@ -421,9 +421,10 @@ def impl_json(impl, cupti):
     note = impl.note
     if not stable:
         note = (note + "; " if note else "") + "the kernel set changed between replays"
-    if worst > 1:
+    if worst > 1 and impl.graph is not None:
         worst_name = max(impl.worst, key=impl.worst.get)
         note = (note + "; " if note else "") + f"{worst_name} {worst:.2f}x its budget"
+    worst = worst if math.isfinite(worst) else 1e300  # JSON has no infinity
     return {"name": impl.name, "samples_us": samples, "median_us": median(samples),
             "round_median_us": [median(r) for r in impl.rounds],
             "kernels_per_replay": first[1] if cupti else -1,
@@ -540,10 +541,20 @@ def run_case(case, args, cake, timer, compiled):
     try:
         impls.append(cake_impl("cake", cake, plan, case, inp))
         impls.append(cake_impl("cake A/A", cake, plan, case, inp))
-        impls.append(torch_impl("eager", case, inp, ref_forward, ref_backward))
-        for mode in args.modes:
-            fwd, bwd = compiled[mode]
-            impls.append(torch_impl(f"torch.compile {mode}", case, inp, fwd, bwd))
+        peers = [("eager", ref_forward, ref_backward)]
+        peers += [(f"torch.compile {mode}",) + compiled[mode] for mode in args.modes]
+        failed = []
+        for name, fwd, bwd in peers:
+            # A peer that cannot compile or capture this case is shown, marked,
+            # and the run goes on.
+            try:
+                impls.append(torch_impl(name, case, inp, fwd, bwd))
+            except Exception as e:  # noqa: BLE001 (any failure of the peer's stack)
+                torch.cuda.synchronize()
+                bad = Impl(name)
+                bad.note = f"failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                bad.worst = {"run": math.inf}
+                failed.append(bad)
         for impl in impls:
             impl.graph.replay()
             torch.cuda.synchronize()
@@ -558,7 +569,7 @@ def run_case(case, args, cake, timer, compiled):
                 impl.spans += spans
                 impl.rounds.append([s[0] for s in spans])
         row = {k: case.row[k] for k in ("shape", "op", "spec", "bytes")}
-        row["impls"] = [impl_json(i, timer.cupti) for i in impls]
+        row["impls"] = [impl_json(i, timer.cupti) for i in impls + failed]
         return row
     finally:
         cake.lib.cake_plan_destroy(plan)

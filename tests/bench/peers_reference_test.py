@@ -100,6 +100,23 @@ with tempfile.TemporaryDirectory() as tmp:
         got = subprocess.run([CAKE, "validate", path], capture_output=True, text=True)
         check(f"spec text {case.shape} {case.op}", got.returncode == 0, got.stdout + got.stderr)
 
+# A peer that failed to compile or capture is reported, never the best peer.
+bad = peers.Impl("torch.compile default")
+bad.note = "failed: RuntimeError: no kernel"
+bad.worst = {"run": float("inf")}
+ok = peers.Impl("eager")
+ok.rounds, ok.spans, ok.worst = [[10.0, 12.0]], [(10.0, 2, 0, 7), (12.0, 2, 0, 7)], {"y": 0.3}
+cake = peers.Impl("cake")
+cake.rounds, cake.spans, cake.worst = [[5.0]], [(5.0, 1, 0, 9)], {"y": 0.2}
+row = {"bytes": 1e6, "impls": [peers.impl_json(i, True) for i in (cake, cake, ok, bad)]}
+peers.summarize(row, 4000.0)
+check("failed peer", not row["impls"][3]["within_budget"] and row["best_peer"] == "eager"
+      and abs(row["speedup"] - 11.0 / 5.0) < 1e-12, row)
+try:
+    json.dumps(row, allow_nan=False)
+except ValueError as e:
+    check("report is strict JSON", False, e)
+
 for f in failures:
     print("FAIL", f)
 print(f"peers reference test: {len(failures)} failure(s)")
