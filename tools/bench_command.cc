@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -128,6 +129,14 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     if (kn.size() != 2 || !PositiveInt(kn[0], &part) || !PositiveInt(kn[1], &parts) ||
         part > parts) {
       return Bad(absl::StrCat("--part \"", flags.at("part"), "\": expected K/N with 1 <= K <= N"));
+    }
+  }
+  // Output paths are checked before minutes of timing, not after.
+  for (const char* flag : {"json", "cases-out"}) {
+    if (!flags.count(flag)) continue;
+    const std::filesystem::path dir = std::filesystem::path(flags.at(flag)).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+      return Bad(absl::StrCat("--", flag, " ", flags.at(flag), ": no directory ", dir.string()));
     }
   }
   std::vector<std::string> wanted_ops;

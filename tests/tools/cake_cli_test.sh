@@ -90,6 +90,7 @@ expect "bench bad op" 2 "--ops: \"nope\"" -- "$cake" bench --ops fwd,nope
 expect "bench bad program" 2 "--program \"nope\": no such program" -- "$cake" bench --program nope
 expect "bench bad mode" 2 "--mode \"fast\"" -- "$cake" bench --mode fast
 expect "bench bad flush" 2 "--flush \"x\": expected memset or kernel" -- "$cake" bench --flush x
+expect "bench json dir" 2 "--json .*: no directory" -- "$cake" bench --json "$tmp/none/b.json"
 expect "bench bad rounds" 2 "--rounds: expected an integer >= 1" -- "$cake" bench --rounds 0
 expect "bench nothing selected" 2 "no case to run" -- "$cake" bench --filter "no such shape"
 expect "bench bad spec" 2 "layout\.dim = 300" -- "$cake" bench "$tmp/bad.textproto"
