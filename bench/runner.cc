@@ -115,13 +115,7 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
     const ProgramInfo* forced = FindProgram(c.program);
     if (forced == nullptr) return absl::InvalidArgumentError("--program: no such program");
     CAKE_RETURN_IF_ERROR(CheckSupports(*forced, plan.spec()));
-    for (const Launch& l : plan.launches()) {
-      const ProgramInfo* routed = FindProgram(l.program());
-      if (routed != nullptr && routed->stage == forced->stage) {
-        plan = testing::ForceProgram(plan, l.program(), c.program, device);
-        break;
-      }
-    }
+    plan = testing::ForceStage(plan, c.program, device);
   }
   Timed impls[2];
   for (int i = 0; i < 2; ++i) {
