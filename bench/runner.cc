@@ -12,19 +12,16 @@
 #include "bench/suite.h"
 #include "google/protobuf/util/json_util.h"
 #include "graphs/step.h"
+#include "ops/registry.h"
+#include "ops/shape.h"
 #include "ops/status.h"
 #include "planner/planner.h"
 #include "planner/text_proto.h"
-#include "ops/registry.h"
 #include "tests/testing/plans.h"
 #include "tests/testing/step_buffers.h"
 
 namespace cake::bench {
 namespace {
-
-bool HasPhase(const StepSpec& spec, Phase p) {
-  return std::find(spec.phases().begin(), spec.phases().end(), p) != spec.phases().end();
-}
 
 // Driver version and clocks from NVML, loaded at run time; the CUDA
 // driver's API version where NVML is missing.

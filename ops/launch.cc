@@ -17,13 +17,6 @@
 namespace cake {
 namespace {
 
-bool HasPhase(const StepSpec& spec, Phase phase) {
-  for (int p : spec.phases()) {
-    if (p == phase) return true;
-  }
-  return false;
-}
-
 absl::Status CheckRole(const char* role, const void* ptr, uintptr_t alignment, const char* why) {
   if (ptr == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("bindings.", role, ": null; ", why));

@@ -3,6 +3,7 @@
 #ifndef CAKE_OPS_SHAPE_H_
 #define CAKE_OPS_SHAPE_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "cake/routing.pb.h"
@@ -30,6 +31,11 @@ struct RowShape {
 inline RowShape RowShapeOf(const StepSpec& spec) {
   const Layout& l = spec.layout();
   return RowShape{l.tokens(), l.heads(), l.dim(), l.token_stride(), l.head_stride()};
+}
+
+// Whether the spec asks for `phase`.
+inline bool HasPhase(const StepSpec& spec, Phase phase) {
+  return std::find(spec.phases().begin(), spec.phases().end(), phase) != spec.phases().end();
 }
 
 }  // namespace cake

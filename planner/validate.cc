@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ops/row_config.h"
+#include "ops/shape.h"
 #include "ops/status.h"
 
 namespace cake {
@@ -96,12 +97,6 @@ absl::Status ValidatePhases(const StepSpec& spec) {
   return absl::OkStatus();
 }
 
-bool HasPhase(const StepSpec& spec, Phase phase) {
-  for (int p : spec.phases()) {
-    if (p == phase) return true;
-  }
-  return false;
-}
 
 }  // namespace
 

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "bench/runner.h"
 #include "graphs/step.h"
+#include "ops/shape.h"
 #include "planner/explain.h"
 #include "planner/planner.h"
 #include "tests/testing/reference.h"
@@ -16,10 +18,6 @@
 
 namespace cake {
 namespace {
-
-bool HasPhase(const StepSpec& spec, Phase p) {
-  return std::find(spec.phases().begin(), spec.phases().end(), p) != spec.phases().end();
-}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "cake run: %s\n", std::string(s.message()).c_str());
@@ -42,16 +40,7 @@ int RunOnDevice(const Plan& plan, int replays, uint64_t seed) {
   testing::StepBuffers& b = **buf;
   b.Fill(seed);
   // A backward alone reads the forward's rstd (and h): make them first.
-  if (!HasPhase(spec, FORWARD) && !HasPhase(spec, RECOMPUTE) && spec.layout().tokens() > 0) {
-    StepSpec fwd = spec;
-    fwd.clear_phases();
-    fwd.add_phases(FORWARD);
-    fwd.set_accumulate_dw(false);
-    fwd.set_residual_grad_in(false);
-    absl::StatusOr<Plan> fwd_plan = MakePlan(fwd, *device);
-    if (!fwd_plan.ok()) return Fail(fwd_plan.status());
-    if (absl::Status s = LaunchEager(*fwd_plan, b.b, nullptr); !s.ok()) return Fail(s);
-  }
+  if (absl::Status s = bench::PrepareBackwardInputs(spec, *device, b.b); !s.ok()) return Fail(s);
   absl::StatusOr<std::unique_ptr<Step>> step = Step::Build(plan, b.b);
   if (!step.ok()) return Fail(step.status());
   for (int i = 0; i < replays; ++i) {

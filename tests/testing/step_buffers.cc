@@ -9,14 +9,6 @@
 #include "ops/shape.h"
 
 namespace cake::testing {
-namespace {
-
-bool Has(const StepSpec& spec, Phase phase) {
-  return std::find(spec.phases().begin(), spec.phases().end(), phase) != spec.phases().end();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<StepBuffers>> StepBuffers::Create(const Plan& plan) {
   std::unique_ptr<StepBuffers> buf(new StepBuffers(plan.spec()));
   const StepSpec& spec = plan.spec();
@@ -121,8 +113,8 @@ bool Worst::Within() const {
 }
 
 Worst CheckOutputs(const StepSpec& spec, const StepBuffers& buf) {
-  const bool forward = Has(spec, FORWARD) || Has(spec, RECOMPUTE);
-  const bool backward = Has(spec, BACKWARD);
+  const bool forward = HasPhase(spec, FORWARD) || HasPhase(spec, RECOMPUTE);
+  const bool backward = HasPhase(spec, BACKWARD);
   const Bindings& b = buf.b;
   std::vector<double> dw_ref;
   const Violations v = CheckRows(
