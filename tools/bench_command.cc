@@ -19,6 +19,7 @@
 #include "planner/plan_io.h"
 #include "planner/validate.h"
 #include "tests/testing/reference.h"
+#include "tools/flags.h"
 
 namespace cake {
 
@@ -38,8 +39,8 @@ const char kBenchHelp[] =
     "op, weight and residual; its phases are replaced by each op's). --ops picks the ops\n"
     "(default all four; ckpt.cast only where dw in the weight dtype differs from FP32),\n"
     "--filter keeps cases whose 'shape op' contains TEXT (A|B: either), --part K/N runs the\n"
-    "K-th of N equal"
-    " slices of the cases (to keep each run short). --mode: the backward mode (default det).\n"
+    "K-th of N equal slices of the cases (to keep each run short). --mode: the backward mode\n"
+    "(default det).\n"
     "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
     "--flush: how L2 is flushed before each replay, cudaMemsetAsync (default) or a fill\n"
     "kernel of plain 16-byte stores (as PyTorch's fill_, which bench/peers.py uses).\n"
@@ -52,12 +53,6 @@ const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mo
                                               "json",   "cases-out", "program", "flush"};
 
 namespace {
-
-std::string Flag(const std::map<std::string, std::string>& flags, const std::string& name,
-                 const std::string& fallback) {
-  auto it = flags.find(name);
-  return it == flags.end() ? fallback : it->second;
-}
 
 int Bad(const std::string& message) {
   std::fprintf(stderr, "cake bench: %s\n", message.c_str());
@@ -100,26 +95,26 @@ class ProgressBar {
 int RunBenchCommand(const std::vector<std::string>& spec_files,
                     const std::map<std::string, std::string>& flags) {
   bench::BenchOptions options;
-  if (!PositiveInt(Flag(flags, "rounds", "5"), &options.rounds)) {
+  if (!PositiveInt(FlagOr(flags, "rounds", "5"), &options.rounds)) {
     return Bad("--rounds: expected an integer >= 1");
   }
-  if (!PositiveInt(Flag(flags, "replays", "10"), &options.replays_per_round)) {
+  if (!PositiveInt(FlagOr(flags, "replays", "10"), &options.replays_per_round)) {
     return Bad("--replays: expected an integer >= 1");
   }
-  if (!absl::SimpleAtoi(Flag(flags, "warmup", "3"), &options.warmup) || options.warmup < 0) {
+  if (!absl::SimpleAtoi(FlagOr(flags, "warmup", "3"), &options.warmup) || options.warmup < 0) {
     return Bad("--warmup: expected an integer >= 0");
   }
-  const std::string timer = Flag(flags, "timer", "cupti");
+  const std::string timer = FlagOr(flags, "timer", "cupti");
   if (timer != "cupti" && timer != "events") {
     return Bad(absl::StrCat("--timer \"", timer, "\": expected cupti or events"));
   }
   options.force_events = timer == "events";
-  const std::string flush = Flag(flags, "flush", "memset");
+  const std::string flush = FlagOr(flags, "flush", "memset");
   if (flush != "memset" && flush != "kernel") {
     return Bad(absl::StrCat("--flush \"", flush, "\": expected memset or kernel"));
   }
   options.flush = flush == "kernel" ? bench::FlushMethod::kKernel : bench::FlushMethod::kMemset;
-  const std::string mode = Flag(flags, "mode", "det");
+  const std::string mode = FlagOr(flags, "mode", "det");
   if (mode != "det" && mode != "nondet") {
     return Bad(absl::StrCat("--mode \"", mode, "\": expected det or nondet"));
   }
@@ -171,7 +166,7 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     for (const std::string& op : ops) {
       absl::StatusOr<StepSpec> spec = bench::SpecFor(shape, op, mode == "det");
       if (!spec.ok()) return Bad(std::string(spec.status().message()));
-      const bench::BenchCase c{shape.shape, op, *spec, Flag(flags, "program", "")};
+      const bench::BenchCase c{shape.shape, op, *spec, FlagOr(flags, "program", "")};
       if (!c.program.empty()) {
         const ProgramInfo* forced = FindProgram(c.program);
         if (forced == nullptr) {

@@ -25,6 +25,7 @@
 #include "planner/validate.h"
 #include "graphs/step.h"
 #include "tools/bench_command.h"
+#include "tools/flags.h"
 #include "tools/run_command.h"
 
 namespace cake {
@@ -54,12 +55,6 @@ int ExitCode(const absl::Status& s) {
 int Fail(const absl::Status& s) {
   std::cerr << "cake: " << s.message() << "\n";
   return ExitCode(s);
-}
-
-std::string FlagOr(const std::map<std::string, std::string>& flags, const std::string& name,
-                   const std::string& fallback) {
-  auto it = flags.find(name);
-  return it == flags.end() ? fallback : it->second;
 }
 
 // A file holding a Plan (binary, or text with a format_version) or a StepSpec.
