@@ -173,50 +173,6 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SpanTimer>> SpanTimer::Create(bool force_events, std::string* why) {
-  std::unique_ptr<SpanTimer> t(new SpanTimer());
-  if (force_events) {
-    *why = "CUDA events asked for (--timer events)";
-  } else {
-    t->cupti_ = CuptiSpans::Open(why);
-  }
-  if (t->cupti_ == nullptr) {
-    CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&t->start_));
-    CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&t->stop_));
-  }
-  return t;
-}
-
-SpanTimer::~SpanTimer() {
-  if (start_) cudaEventDestroy(start_);
-  if (stop_) cudaEventDestroy(stop_);
-}
-
-absl::StatusOr<GpuSpan> SpanTimer::Time(const std::function<absl::Status(cudaStream_t)>& work,
-                                        ColdL2& l2, cudaStream_t stream) {
-  CAKE_RETURN_IF_ERROR(l2.Flush(stream));
-  CAKE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  GpuSpan span;
-  if (cupti_ != nullptr) {
-    cupti_->Begin();
-    CAKE_RETURN_IF_ERROR(work(stream));
-    CAKE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    std::string why;
-    if (!cupti_->End(&span, &why)) return absl::InternalError(absl::StrCat("CUPTI span: ", why));
-    return span;
-  }
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
-  CAKE_RETURN_IF_ERROR(work(stream));
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_));
-  float ms = 0;
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
-  span.us = 1000.0 * ms;
-  span.kernels = -1;
-  span.memops = -1;
-  return span;
-}
-
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,
                                    const Bindings& bindings) {
   if (HasPhase(spec, FORWARD) || HasPhase(spec, RECOMPUTE) || spec.layout().tokens() == 0) {
@@ -258,32 +214,10 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
     report.set_replays_per_round(options.replays_per_round);
     report.set_deterministic(cases.empty() || cases[0].spec.deterministic());
     // The speed of light: a device-to-device copy, timed like the cases.
-    {
-      void *src = nullptr, *dst = nullptr;
-      CAKE_CUDA_RETURN_IF_ERROR(cudaMalloc(&src, options.copy_bytes));
-      if (cudaMalloc(&dst, options.copy_bytes) != cudaSuccess) {
-        cudaFree(src);
-        return absl::ResourceExhaustedError("cannot allocate the copy buffers");
-      }
-      std::vector<double> spans;
-      absl::Status s = absl::OkStatus();
-      for (int i = 0; i < options.warmup + 20 && s.ok(); ++i) {
-        absl::StatusOr<GpuSpan> span = timer->Time(
-            [&](cudaStream_t st) -> absl::Status {
-              CAKE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, options.copy_bytes,
-                                                        cudaMemcpyDeviceToDevice, st));
-              return absl::OkStatus();
-            },
-            l2, stream);
-        s = span.status();
-        if (s.ok() && i >= options.warmup) spans.push_back(span->us);
-      }
-      cudaFree(src);
-      cudaFree(dst);
-      CAKE_RETURN_IF_ERROR(s);
-      report.set_copy_bytes(options.copy_bytes);
-      report.set_copy_gbps(2.0 * options.copy_bytes / (Median(spans) * 1e-6) / 1e9);
-    }
+    CAKE_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(options.copy_bytes, l2, stream, 20,
+                                                           timer.get(), options.warmup));
+    report.set_copy_bytes(options.copy_bytes);
+    report.set_copy_gbps(copy / 1e9);
     ReadMachine(report.mutable_machine());  // clocks just after the copies
     for (size_t i = 0; i < cases.size(); ++i) {
       absl::StatusOr<BenchRow> row = TimeCase(cases[i], device, *timer, l2, stream, options);

@@ -44,24 +44,6 @@ struct BenchOptions {
   uint64_t seed = 1;
 };
 
-// One span per call: CUPTI activity records of the work, or CUDA events
-// around it. L2 is flushed and the stream synchronized first, outside the
-// span.
-class SpanTimer {
- public:
-  // CUPTI unless `force_events` or CUPTI cannot be used; `why` then says why.
-  static absl::StatusOr<std::unique_ptr<SpanTimer>> Create(bool force_events, std::string* why);
-  ~SpanTimer();
-  absl::StatusOr<GpuSpan> Time(const std::function<absl::Status(cudaStream_t)>& work, ColdL2& l2,
-                               cudaStream_t stream);
-  bool cupti() const { return cupti_ != nullptr; }
-
- private:
-  SpanTimer() = default;
-  CuptiSpans* cupti_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
-
 // Runs before a backward-only spec: the forward on the same buffers, so the
 // backward reads a real rstd (and h).
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,

@@ -45,57 +45,97 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+absl::StatusOr<std::unique_ptr<SpanTimer>> SpanTimer::Create(bool force_events, std::string* why) {
+  std::unique_ptr<SpanTimer> t(new SpanTimer());
+  if (force_events) {
+    *why = "CUDA events asked for (--timer events)";
+  } else {
+    t->cupti_ = CuptiSpans::Open(why);
+  }
+  if (t->cupti_ == nullptr) {
+    CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&t->start_));
+    CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&t->stop_));
+  }
+  return t;
+}
+
+SpanTimer::~SpanTimer() {
+  if (start_) cudaEventDestroy(start_);
+  if (stop_) cudaEventDestroy(stop_);
+}
+
+absl::StatusOr<GpuSpan> SpanTimer::Time(const std::function<absl::Status(cudaStream_t)>& work,
+                                        ColdL2& l2, cudaStream_t stream) {
+  CAKE_RETURN_IF_ERROR(l2.Flush(stream));
+  CAKE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  GpuSpan span;
+  if (cupti_ != nullptr) {
+    cupti_->Begin();
+    CAKE_RETURN_IF_ERROR(work(stream));
+    CAKE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    std::string why;
+    if (!cupti_->End(&span, &why)) return absl::InternalError(absl::StrCat("CUPTI span: ", why));
+    return span;
+  }
+  CAKE_CUDA_RETURN_IF_ERROR(cudaEventRecord(start_, stream));
+  CAKE_RETURN_IF_ERROR(work(stream));
+  CAKE_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop_, stream));
+  CAKE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop_));
+  float ms = 0;
+  CAKE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start_, stop_));
+  span.us = 1000.0 * ms;
+  span.kernels = -1;
+  span.memops = -1;
+  return span;
+}
+
 absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(cudaStream_t)>& work,
                                               ColdL2& l2, cudaStream_t stream, int reps,
                                               int warmup) {
-  cudaEvent_t start, stop;
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
-  CAKE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::string why;
+  CAKE_ASSIGN_OR_RETURN(std::unique_ptr<SpanTimer> timer,
+                        SpanTimer::Create(/*force_events=*/true, &why));
   std::vector<double> spans;
-  absl::Status status;
-  for (int i = 0; i < warmup + reps && status.ok(); ++i) {
-    status = l2.Flush(stream);
-    if (!status.ok()) break;
-    if (cudaStreamSynchronize(stream) != cudaSuccess) {
-      status = absl::InternalError("cudaStreamSynchronize failed before a timed span");
-      break;
-    }
-    cudaEventRecord(start, stream);
-    status = work(stream);
-    cudaEventRecord(stop, stream);
-    if (!status.ok()) break;
-    if (cudaEventSynchronize(stop) != cudaSuccess) {
-      status = absl::InternalError("timed work failed on the device");
-      break;
-    }
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (i >= warmup) spans.push_back(1000.0 * ms);
+  for (int i = 0; i < warmup + reps; ++i) {
+    CAKE_ASSIGN_OR_RETURN(const GpuSpan span, timer->Time(work, l2, stream));
+    if (i >= warmup) spans.push_back(span.us);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (!status.ok()) return status;
   return spans;
 }
 
-absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps) {
+absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
+                                     SpanTimer* timer, int warmup) {
+  std::unique_ptr<SpanTimer> events;
+  if (timer == nullptr) {
+    std::string why;
+    CAKE_ASSIGN_OR_RETURN(events, SpanTimer::Create(/*force_events=*/true, &why));
+    timer = events.get();
+  }
   void *src = nullptr, *dst = nullptr;
   CAKE_CUDA_RETURN_IF_ERROR(cudaMalloc(&src, bytes));
   if (cudaMalloc(&dst, bytes) != cudaSuccess) {
     cudaFree(src);
     return absl::ResourceExhaustedError("cannot allocate the copy buffers");
   }
-  cudaMemsetAsync(src, 1, bytes, stream);
-  absl::StatusOr<std::vector<double>> spans = TimeSpans(
-      [&](cudaStream_t s) -> absl::Status {
-        CAKE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
-        return absl::OkStatus();
-      },
-      l2, stream, reps);
+  std::vector<double> spans;
+  absl::Status status = absl::OkStatus();
+  if (cudaMemsetAsync(src, 1, bytes, stream) != cudaSuccess) {
+    status = absl::InternalError("cudaMemsetAsync of the copy source failed");
+  }
+  for (int i = 0; i < warmup + reps && status.ok(); ++i) {
+    absl::StatusOr<GpuSpan> span = timer->Time(
+        [&](cudaStream_t s) -> absl::Status {
+          CAKE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+          return absl::OkStatus();
+        },
+        l2, stream);
+    status = span.status();
+    if (status.ok() && i >= warmup) spans.push_back(span->us);
+  }
   cudaFree(src);
   cudaFree(dst);
-  if (!spans.ok()) return spans.status();
-  return 2.0 * static_cast<double>(bytes) / (Median(*spans) * 1e-6);
+  CAKE_RETURN_IF_ERROR(status);
+  return 2.0 * static_cast<double>(bytes) / (Median(spans) * 1e-6);
 }
 
 }  // namespace cake::bench

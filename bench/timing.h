@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "bench/cupti_spans.h"
 
 namespace cake::bench {
 
@@ -41,6 +44,24 @@ class ColdL2 {
   FlushMethod method_;
 };
 
+// One span per call: CUPTI activity records of the work, or CUDA events
+// around it. L2 is flushed and the stream synchronized first, outside the
+// span.
+class SpanTimer {
+ public:
+  // CUPTI unless `force_events` or CUPTI cannot be used; `why` then says why.
+  static absl::StatusOr<std::unique_ptr<SpanTimer>> Create(bool force_events, std::string* why);
+  ~SpanTimer();
+  absl::StatusOr<GpuSpan> Time(const std::function<absl::Status(cudaStream_t)>& work, ColdL2& l2,
+                               cudaStream_t stream);
+  bool cupti() const { return cupti_ != nullptr; }
+
+ private:
+  SpanTimer() = default;
+  CuptiSpans* cupti_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
 // Times `work` on `stream` `reps` times with CUDA events around each span,
 // flushing L2 and synchronizing before each (outside the span). Returns the
 // spans in microseconds, after `warmup` untimed runs.
@@ -51,8 +72,10 @@ absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(c
 double Median(std::vector<double> v);
 
 // Bytes read plus bytes written per second of a device-to-device
-// cudaMemcpyAsync of `bytes`, median of `reps`.
-absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20);
+// cudaMemcpyAsync of `bytes`, median of `reps` spans of `timer` (CUDA events
+// when null) after `warmup`.
+absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20,
+                                     SpanTimer* timer = nullptr, int warmup = 3);
 
 }  // namespace cake::bench
 
