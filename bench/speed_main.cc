@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/suite.h"
 #include "bench/timing.h"
 #include "ops/launch.h"
 #include "ops/status.h"
@@ -45,14 +46,6 @@ struct Shape {
                 : absl::StrFormat("[%d, %d]", tokens, dim);
   }
 };
-
-// Bytes an op must move (BENCH.md): activations in and out, rstd, the dw row.
-double OpBytes(const Shape& s, bool backward) {
-  const double n = static_cast<double>(s.tokens) * s.heads * s.dim;
-  const double rows = static_cast<double>(s.tokens) * s.heads;
-  if (s.gate) return backward ? 10 * n + 4 * rows + 4.0 * s.dim : 6 * n + 4 * rows;
-  return backward ? 6 * n + 4 * rows + 4.0 * s.dim : 4 * n + 4 * rows;
-}
 
 absl::Status Run(int reps, const std::vector<Shape>& shapes, bool compare_forward) {
   CAKE_ASSIGN_OR_RETURN(TargetDevice target, TargetDevice::Current());
@@ -118,7 +111,7 @@ absl::Status Run(int reps, const std::vector<Shape>& shapes, bool compare_forwar
             bench::TimeSpans([&](cudaStream_t s) { return LaunchEager(plan, b, s); }, l2, stream,
                              reps));
         const double us = bench::Median(spans);
-        const double gbps = OpBytes(shape, backward) / (us * 1e-6) / 1e9;
+        const double gbps = bench::BytesMoved(plan.spec()) / (us * 1e-6) / 1e9;
         rows.push_back({shape.Name(), op, !backward ? "both" : det ? "det" : "nondet", us, gbps,
                         gbps * 1e9 / copy});
         std::fprintf(stderr, "  %s %s %s: %.1f us\n", shape.Name().c_str(), op.c_str(),
