@@ -83,16 +83,16 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// dx CTAs (one row group each), then a dw CTA per 256-column tile and block
-// of the deterministic partition, so dw.reduce finds the partials it would
-// find after the fused backward.
+// Per block of the split partition: its dx CTAs (one row group each; the
+// last block's may run past the rows and do nothing), then a dw CTA per
+// 256-column tile.
 Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = SplitRowConfig(s.dim);
-  const DetPartition p = DetPartitionOf(s.rows(), s.dim);
+  const DetPartition p = SplitPartitionOf(s.rows());
   const int64_t tiles = CeilDiv(s.dim / kVecElems, 32);
   Geometry g;
-  g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta()) + tiles * p.partials));
+  g.grid = D3(std::max<int64_t>(1, p.partials * (p.rows_per_block / cfg.rows_per_cta() + tiles)));
   g.block = D3(cfg.block);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
@@ -117,12 +117,13 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
 }
 
 // 32 columns x kDwReduceLanes lanes of partial rows per CTA (ops/row_kernels.h).
+// How many partial rows it reads is the backward launch's count, which the
+// planner copies into the reduce launch.
 Geometry DwReduce(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   Geometry g;
   g.grid = D3(CeilDiv(s.dim, 32));
   g.block = D3(32, kDwReduceLanes);
-  g.partials = DetPartitionOf(s.rows(), s.dim).partials;
   return g;
 }
 
@@ -156,7 +157,7 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, false, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
      "forward, one row per CTA of 256 threads reading the row twice in a loop (sum of "
-     "squares, then y from cache), about 32 registers at any dim; not yet routed",
+     "squares, then y from cache), about 32 registers at any dim",
      RowKernel::kLoop},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
@@ -165,8 +166,8 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
-     "backward in one launch of two roles: dx CTAs of one row group each, and dw CTAs over "
-     "256-column tiles of the det partition's blocks (FP64 partial rows); not yet routed",
+     "backward in one launch of two roles, block by block of 64+ rows: dx CTAs of one row "
+     "group each, then dw CTAs over 256-column tiles of the block's rows (FP64 partial rows)",
      RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
@@ -191,8 +192,8 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,
-     "gated backward in one launch of two roles: dx, dz CTAs and dw CTAs over column tiles; "
-     "not yet routed",
+     "gated backward in one launch of two roles, block by block of 64+ rows: dx, dz CTAs, "
+     "then dw CTAs over column tiles",
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,

@@ -137,7 +137,8 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
 // one row group each, as the flat forward but with at most 4 vectors per
 // thread in a CTA-wide row (dim <= 8192), and dw CTAs that sum a column tile
-// of 32 vectors (256 columns) over one block of the deterministic partition.
+// of 32 vectors (256 columns) over one block of its partition
+// (SplitPartitionOf).
 inline constexpr int kSplitBlock = 256;
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
 constexpr RowConfig SplitRowConfig(int64_t dim) {
@@ -180,6 +181,24 @@ constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
   p.rows_per_block =
       RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_cta);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
+  return p;
+}
+
+// The split backward's row partition, a function of the row count only:
+// blocks of a multiple of kSplitRowsPerPartial rows (so a block is whole row
+// groups of every SplitRowConfig), at most kSplitTargetPartials of them. A
+// block's dw CTAs run next to its dx CTAs and find its rows in L2 if they
+// are short-lived: 64 rows are two rounds of loads per warp. The FP64
+// partial rows then add 2 x 8 bytes per column and 64 rows against 4 bytes
+// per column and row of x and dy (6%), less past 65536 rows, where the
+// blocks grow so that the partials stay under 64 MB.
+inline constexpr int64_t kSplitRowsPerPartial = 64;
+inline constexpr int64_t kSplitTargetPartials = 1024;
+constexpr DetPartition SplitPartitionOf(int64_t rows) {
+  DetPartition p;
+  p.rows_per_block = RoundUp(CeilDiv(rows, kSplitTargetPartials), kSplitRowsPerPartial);
+  if (p.rows_per_block == 0) p.rows_per_block = kSplitRowsPerPartial;
+  p.partials = CeilDiv(rows, p.rows_per_block);
   return p;
 }
 

@@ -112,16 +112,30 @@ __device__ __forceinline__ float GroupSum(float v, float* scratch) {
   }
 }
 
-// The packed vectors of row `row` at `base` (zeros where the row or the
-// vector is out of range).
-template <int VPT>
+// Vector v of the row at element offset `off` (zero if !in), cached
+// normally: for rows that another CTA reads again soon.
+__device__ __forceinline__ uint4 LoadCached(const void* base, int64_t off, int64_t v, bool in) {
+  const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
+  return in ? __ldg(src + v) : make_uint4(0, 0, 0, 0);
+}
+
+// The packed vectors of the row at element offset `off` (zeros where the row
+// or the vector is out of range). kStream: read once, evict first from L2;
+// else LoadCached.
+
+template <int VPT, bool kStream = true>
 __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool active, int lane,
                                         int tpr, int64_t vecs, uint4 (&out)[VPT]) {
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int64_t v = lane + int64_t{i} * tpr;
-    out[i] = active && v < vecs ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
+    const bool in = active && v < vecs;
+    if constexpr (kStream) {
+      out[i] = in ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
+    } else {
+      out[i] = LoadCached(base, off, v, in);
+    }
   }
 }
 
@@ -304,7 +318,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
   if (active && lane == 0) p.rstd[row] = rstd;
 }
 
-// The looped forward (LoopRowConfig; not yet routed): one row per CTA. Pass
+// The looped forward (LoopRowConfig): one row per CTA. Pass
 // 1 loads the row a vector per thread at a time and sums its squares; pass 2
 // loads it again, from L1 or L2 where pass 1 left it, with the weight through
 // L1, and streams y out. Nothing of the row stays in registers, so a thread
@@ -510,22 +524,20 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   }
 }
 
-// The split backward (SplitRowConfig; not yet routed): one launch of two
-// roles. CTAs [0, dx_ctas) are dx CTAs, one row group each, as the flat
-// forward: dx (and dz) from x, dy (and z), rstd and the weight through L1.
-// The others are dw CTAs: CTA t sums the 256-column tile t % tiles over the
-// rows of partition block t / tiles, warp k taking rows begin + k, + 8, ...
-// in order with Kahan FP32 sums per column, then the 8 warps folded in FP64
-// in warp order into partials[block][columns]. The dw term is the fused
-// backward's, so the partition and the order are functions of the shape
-// only. x and dy are read by both roles (the dw CTAs run after most dx CTAs
-// and find part of them in L2).
-// 64 registers (1024 threads per SM): the dw role holds 8 Kahan pairs and
-// a row's x, dy (and z) vector; 32 or 40 spilled hundreds of bytes.
-constexpr int SplitMinBlocks() { return 4; }
-
+// The split backward (SplitRowConfig, SplitPartitionOf): one launch of two
+// roles, in CTA order block by block of the partition: the block's dx CTAs
+// (one row group each, as the flat forward: dx and dz from x, dy, z, rstd
+// and the weight through L1), then its dw CTAs, one per 256-column tile:
+// warp k sums rows begin + k, + 8, ... in order, four rows' loads in flight
+// (two with z), with Kahan FP32 sums per column, and the 8 warps are folded
+// in FP64 in warp order into partials[block][columns]. The two roles read
+// the same rows at about the same time, so one of them finds them in L2;
+// both load them cached (LoadRow<.., false>). The dw term is the fused
+// backward's; partition and order are functions of the shape only.
+// 80 registers (768 threads per SM): at 64 the dw role's four rows in
+// flight spilled.
 template <int TPR, int VPT, bool kGate>
-__global__ void __launch_bounds__(kSplitBlock, SplitMinBlocks())
+__global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     RowBackwardSplit(const RowBackwardParams p) {
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kWarps = kSplitBlock / 32;
@@ -534,17 +546,20 @@ __global__ void __launch_bounds__(kSplitBlock, SplitMinBlocks())
   const int64_t rows = p.layout.rows;
   const int64_t dim = p.layout.dim;
   const int64_t vecs = dim / kVecElems;
-  const int64_t dx_ctas = (rows + kRows - 1) / kRows;
+  const int64_t tiles = (vecs + 31) / 32;
+  const int64_t dx_ctas = p.rows_per_block / kRows;  // per block of the partition
+  const int64_t block = blockIdx.x / (dx_ctas + tiles);
+  const int64_t k = blockIdx.x - block * (dx_ctas + tiles);
 
-  if (blockIdx.x < dx_ctas) {
+  if (k < dx_ctas) {
     const int lane = static_cast<int>(threadIdx.x) % TPR;
-    const int64_t row = int64_t{blockIdx.x} * kRows + threadIdx.x / TPR;
+    const int64_t row = block * p.rows_per_block + k * kRows + threadIdx.x / TPR;
     const bool active = row < rows;
     const int64_t off = active ? RowOffset(p.layout, row) : 0;
     uint4 xr[VPT], dyr[VPT], zr[VPT];
-    LoadRow<VPT>(p.x, off, active, lane, TPR, vecs, xr);
-    LoadRow<VPT>(p.dy, off, active, lane, TPR, vecs, dyr);
-    if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, TPR, vecs, zr);
+    LoadRow<VPT, false>(p.x, off, active, lane, TPR, vecs, xr);
+    LoadRow<VPT, false>(p.dy, off, active, lane, TPR, vecs, dyr);
+    if constexpr (kGate) LoadRow<VPT, false>(p.z, off, active, lane, TPR, vecs, zr);
     const float rstd = active ? p.rstd[row] : 0.f;
     float dot = 0.f;
 #pragma unroll
@@ -597,50 +612,61 @@ __global__ void __launch_bounds__(kSplitBlock, SplitMinBlocks())
     return;
   }
 
-  // A dw CTA.
-  const int64_t tiles = (vecs + 31) / 32;
-  const int64_t t = int64_t{blockIdx.x} - dx_ctas;
-  const int64_t block = t / tiles;
-  const int64_t v = (t - block * tiles) * 32 + threadIdx.x % 32;
+  // A dw CTA: tile k - dx_ctas of the block.
+  const int64_t tile = k - dx_ctas;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t v = tile * 32 + lane;
   const int64_t begin = block * p.rows_per_block;
   const int64_t end = min(rows, begin + p.rows_per_block);
   float total[8], comp[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) total[j] = comp[j] = 0.f;
   if (v < vecs) {
-    for (int64_t r = begin + warp; r < end; r += kWarps) {
-      const int64_t off = RowOffset(p.layout, r);
-      float xf[8], dyf[8], zf[8];
-      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off)[v], xf);
-      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dy) + off)[v], dyf);
-      if constexpr (kGate) {
-        Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off)[v], zf);
-      }
-      const float rstd = p.rstd[r];
+    constexpr int kBatch = kGate ? 2 : 4;  // rows of a warp in flight
+    for (int64_t first = begin + warp; first < end; first += kBatch * kWarps) {
+      uint4 xr[kBatch], dyr[kBatch], zr[kBatch];
+      float rs[kBatch];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        // The fused backward's term (see RowBackward), Kahan-compensated.
-        const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
-        const float term =
-            (kGate ? dyf[j] * xf[j] * (rstd * s) : dyf[j] * (xf[j] * rstd)) - comp[j];
-        const float sum = total[j] + term;
-        comp[j] = (sum - total[j]) - term;
-        total[j] = sum;
+      for (int b = 0; b < kBatch; ++b) {
+        const int64_t r = first + b * kWarps;
+        const bool in = r < end;
+        const int64_t off = in ? RowOffset(p.layout, r) : 0;
+        xr[b] = LoadCached(p.x, off, v, in);
+        dyr[b] = LoadCached(p.dy, off, v, in);
+        if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
+        rs[b] = in ? p.rstd[r] : 0.f;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (first + b * kWarps >= end) break;
+        float xf[8], dyf[8], zf[8];
+        Unpack(xr[b], xf);
+        Unpack(dyr[b], dyf);
+        if constexpr (kGate) Unpack(zr[b], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          // The fused backward's term (see RowBackward), Kahan-compensated.
+          const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
+          const float term =
+              (kGate ? dyf[j] * xf[j] * (rs[b] * s) : dyf[j] * (xf[j] * rs[b])) - comp[j];
+          const float sum = total[j] + term;
+          comp[j] = (sum - total[j]) - term;
+          total[j] = sum;
+        }
       }
     }
   }
-  const int lane = static_cast<int>(threadIdx.x) % 32;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) fold[warp][lane * 8 + j] = static_cast<double>(total[j]);
+  for (int j = 0; j < 8; ++j) fold[warp][lane * 8 + j] = static_cast<double>(total[j]) - comp[j];
   __syncthreads();
   // Column c of the tile: the 8 warps' sums in warp order.
-  const int64_t tile_first = (t - block * tiles) * 32 * 8;
+  const int64_t tile_first = tile * 32 * 8;
   for (int c = static_cast<int>(threadIdx.x); c < 32 * 8; c += kSplitBlock) {
     if (tile_first + c >= dim) continue;
     double sum = 0.0;
 #pragma unroll
-    for (int k = 0; k < kWarps; ++k) sum += fold[k][c];
+    for (int w = 0; w < kWarps; ++w) sum += fold[w][c];
     p.partials[block * dim + tile_first + c] = sum;
   }
 }

@@ -94,10 +94,12 @@ absl::StatusOr<int> AddBackward(PlanBuilder& b, const RoutingTable& table, const
                              : absl::StrCat("written as ", DType_Name(spec.dw_dtype()));
   if (program.dw_output == DwOutput::kPartials) {
     const int k = b.AddKernel(program, BACKWARD, {after}, route.reason, program.workspace_region);
-    return b.AddKernel(*finish, BACKWARD, {k},
-                       absl::StrCat("sums the dw partial rows of launch ", k,
-                                    " in FP64 in a fixed order; dw ", dw),
-                       program.workspace_region);
+    const int r = b.AddKernel(*finish, BACKWARD, {k},
+                              absl::StrCat("sums the dw partial rows of launch ", k,
+                                           " in FP64 in a fixed order; dw ", dw),
+                              program.workspace_region);
+    plan->mutable_launches(r)->set_partials(plan->launches(k).partials());
+    return r;
   }
   const int64_t acc_bytes = spec.layout().dim() * 8;
   b.AddRegion(kDwAcc, acc_bytes, true);

@@ -5,8 +5,10 @@
 # DEST gets the stripped executables that need a GPU (static protobuf, Abseil
 # and cudart; the CPU-only tests and cake_speed stay behind),
 # libcake.so and libcake_spans.so, and DEST/deps the shared libraries
-# libcake.so needs beyond libc/libstdc++ (protobuf, Abseil). There, run with
-#   LD_LIBRARY_PATH=DEST/deps CAKE_BIN=DEST bash tools/gpu_check.sh OUT
+# libcake.so needs beyond libc/libstdc++ (protobuf, Abseil); DEST.tgz is the
+# same folder gzipped (a third of its size, for copying). There, run with
+#   tar xzf DEST.tgz   (if only the tarball was copied)
+#   LD_LIBRARY_PATH=DEST/deps CAKE_BIN=DEST CAKE_LIB=DEST bash tools/gpu_check.sh OUT
 set -euo pipefail
 build=${1:-build}
 dest=${2:-.device_bin}
@@ -27,4 +29,5 @@ ldd "$build/lib/libcake.so" | awk '$3 ~ /^\// {print $3}' |
   while read -r dep; do
     cp -L "$dep" "$dest/deps/$(basename "$dep")"
   done
-du -sh "$dest" | awk '{print "bundle: " $1 " in " $2}'
+tar czf "$dest.tgz" "$dest"
+du -sh "$dest" "$dest.tgz" | awk '{print "bundle: " $1 " in " $2}'

@@ -124,34 +124,48 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
   }
 }
 
-// The split backward launches a dx CTA per row group and a dw CTA per
-// 256-column tile and block of the det partition, whose partials dw.reduce
-// then reads as after the fused backward.
+TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
+  for (int64_t rows : {1, 7, 63, 64, 65, 1024, 46593, 65536, 65537, 131072, 1572864}) {
+    const DetPartition p = SplitPartitionOf(rows);
+    ASSERT_GE(p.partials * p.rows_per_block, rows);
+    ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
+    ASSERT_LE(p.partials, kSplitTargetPartials) << rows;
+    ASSERT_EQ(p.rows_per_block % kSplitRowsPerPartial, 0) << rows;
+    for (int64_t dim = 8; dim <= kMaxSplitDim; dim += 8) {
+      ASSERT_EQ(p.rows_per_block % SplitRowConfig(dim).rows_per_cta(), 0) << rows << " " << dim;
+    }
+  }
+  EXPECT_EQ(SplitPartitionOf(65536).rows_per_block, 64);
+  EXPECT_EQ(SplitPartitionOf(131072).rows_per_block, 128);
+}
+
+// Block by block of its partition, the split backward launches a dx CTA per
+// row group and a dw CTA per 256-column tile; the reduce reads its partials.
 TEST(RegistryTest, SplitBackwardGeometry) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   const ProgramInfo* split = FindProgram("rmsnorm.bwd.split");
-  const ProgramInfo* det = FindProgram("rmsnorm.bwd.det.partials");
   ASSERT_NE(split, nullptr);
   struct Case {
-    int64_t tokens, dim, dx_ctas;
+    int64_t tokens, dim, dx_ctas_per_block;
   } cases[] = {
-      {1024, 2048, 1024},     // one row per CTA of 256 threads x 1 vector
-      {46593, 8192, 46593},   // 256 threads x 4 vectors
-      {7, 128, 1},            // 16 rows of 16 lanes per CTA
-      {4096, 512, 512},       // 8 rows of 32 lanes x 2 vectors
+      {1024, 2048, 64},     // one row per CTA of 256 threads x 1 vector
+      {46593, 8192, 64},    // 256 threads x 4 vectors
+      {7, 128, 4},          // 16 rows of 16 lanes per CTA
+      {4096, 512, 8},       // 8 rows of 32 lanes x 2 vectors
+      {131072, 4096, 128},  // 128 rows per block
   };
   for (const Case& c : cases) {
     const StepSpec spec = *Canonicalize(testing::RowsSpec(c.tokens, c.dim, true, {BACKWARD}));
     ASSERT_TRUE(CheckSupports(*split, spec).ok()) << c.dim;
     const Geometry g = split->geometry(spec, h200);
-    const Geometry fused = det->geometry(spec, h200);
-    const DetPartition p = DetPartitionOf(c.tokens, c.dim);
+    const DetPartition p = SplitPartitionOf(c.tokens);
     const int64_t tiles = (c.dim / 8 + 31) / 32;
-    EXPECT_EQ(g.grid.x(), c.dx_ctas + tiles * p.partials) << c.dim;
+    EXPECT_EQ(g.grid.x(), p.partials * (c.dx_ctas_per_block + tiles)) << c.dim;
+    EXPECT_GE(p.partials * c.dx_ctas_per_block * SplitRowConfig(c.dim).rows_per_cta(), c.tokens);
     EXPECT_EQ(g.block.x(), 256u);
-    EXPECT_EQ(g.partials, fused.partials) << "the reduce reads the same partial rows";
-    EXPECT_EQ(g.rows_per_block, fused.rows_per_block);
-    EXPECT_EQ(split->workspace_bytes(spec, g), det->workspace_bytes(spec, fused));
+    EXPECT_EQ(g.partials, p.partials);
+    EXPECT_EQ(g.rows_per_block, p.rows_per_block);
+    EXPECT_EQ(split->workspace_bytes(spec, g), p.partials * c.dim * 8);
   }
   const StepSpec wide = *Canonicalize(testing::RowsSpec(8, 16384, true, {BACKWARD}));
   EXPECT_FALSE(CheckSupports(*split, wide).ok()) << "dim above 8192";

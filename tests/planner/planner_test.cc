@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "ops/row_config.h"
 #include "planner/validate.h"
+#include "tests/testing/plans.h"
 #include "tests/testing/specs.h"
 
 namespace cake {
@@ -43,7 +44,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   EXPECT_EQ(plan.format_version(), kPlanFormatVersion);
   EXPECT_EQ(plan.arch(), "sm_90a");
   EXPECT_EQ(plan.sm_count(), 132);
-  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta",
+  EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.loop",
                                           "rmsnorm.bwd.det.partials", "dw.reduce"));
   EXPECT_EQ(plan.launches(0).phase(), FORWARD);
   EXPECT_EQ(plan.launches(1).phase(), RECOMPUTE);
@@ -67,7 +68,7 @@ TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
     StepSpec spec = RowsSpec(4096, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
-    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.cta", "rmsnorm.fwd.cta", "memset",
+    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.loop", "memset",
                                             "rmsnorm.bwd.kb", "dw.finish"));
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);
@@ -310,6 +311,42 @@ TEST(CachedPlannerTest, EightThreadsPlanEqually) {
   const PlanCache::Stats s = planner.cache_stats();
   EXPECT_EQ(s.hits + s.misses, 8 * 50 * 4);
   EXPECT_EQ(s.size, specs.size());
+}
+
+// Tests and cake bench --program swap a backward program: the reduce after
+// it must read the partial rows the new program writes.
+TEST(PlannerTest, ForcedBackwardCarriesItsPartialsToTheReduce) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  for (int64_t tokens : {1, 1024, 16384, 46593}) {
+    for (int64_t dim : {64, 4096}) {
+      const Plan plan = testing::ForceStage(MustPlan(RowsSpec(tokens, dim, true, {FORWARD, BACKWARD})),
+                                            "rmsnorm.bwd.split", h200);
+      const Launch* split = testing::LaunchOf(plan, "rmsnorm.bwd.split");
+      const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
+      ASSERT_NE(split, nullptr);
+      ASSERT_NE(reduce, nullptr);
+      const DetPartition p = SplitPartitionOf(tokens);
+      EXPECT_EQ(split->partials(), p.partials) << tokens << " " << dim;
+      EXPECT_EQ(split->rows_per_block(), p.rows_per_block);
+      EXPECT_EQ(reduce->partials(), p.partials);
+      ASSERT_EQ(plan.workspace_size(), 1);
+      EXPECT_GE(plan.workspace(0).bytes(), p.partials * dim * 8) << tokens << " " << dim;
+      EXPECT_GE(plan.workspace_bytes(), plan.workspace(0).bytes());
+    }
+  }
+  // 65536 rows: 1024 split blocks against 763 of the fused backward, so the
+  // region and the workspace grow.
+  const Plan fused = MustPlan(RowsSpec(65536, 4096, true, {BACKWARD}));
+  const Plan plan = testing::ForceStage(fused, "rmsnorm.bwd.split", h200);
+  int64_t end = 0;
+  for (const WorkspaceRegion& r : plan.workspace()) {
+    EXPECT_GE(r.offset(), end) << r.name();
+    EXPECT_EQ(r.offset() % kWorkspaceAlignment, 0);
+    if (r.name() == "dw_partials") EXPECT_EQ(r.bytes(), 1024 * 4096 * 8);
+    end = r.offset() + r.bytes();
+  }
+  EXPECT_LE(end, plan.workspace_bytes());
+  EXPECT_GT(plan.workspace_bytes(), fused.workspace_bytes());
 }
 
 }  // namespace

@@ -166,8 +166,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the non-deterministic backward runs the det programs
-  // where they were faster; the forward takes the flat program up to 2048,
-  // at few rows and with the residual, the cta program above.
+  // where they were faster; the forward takes the looped program from 2560,
+  // the flat program up to 2048 and with the residual, between them flat at
+  // few rows and cta at many.
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(16384, 1024)), PHASE_KIND_BACKWARD)
                 ->program->id,
             "rmsnorm.bwd.det.partials");
@@ -180,10 +181,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_FORWARD)->program->id);
   };
   EXPECT_EQ(forward(RowsSpec(131072, 2048)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(32768, 4096)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(32769, 4096)), "rmsnorm.fwd.cta");
-  EXPECT_EQ(forward(RowsSpec(2048, 8192)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.cta");
+  EXPECT_EQ(forward(RowsSpec(32768, 2304)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(32769, 2304)), "rmsnorm.fwd.cta");
+  EXPECT_EQ(forward(RowsSpec(1, 2560)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   StepSpec residual = RowsSpec(65536, 6144);
   residual.set_residual(true);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat");  // the residual window comes first

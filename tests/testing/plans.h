@@ -7,12 +7,16 @@
 
 #include "cake/plan.pb.h"
 #include "ops/registry.h"
+#include "ops/row_config.h"
 #include "ops/target.h"
+#include "planner/planner.h"
 
 namespace cake::testing {
 
 // `plan` with every launch of program `from` switched to `to` (which must
-// have the same stage and need no other workspace), geometry and all.
+// have the same stage), geometry and all: the reduce after it reads `to`'s
+// partial rows, and `to`'s workspace region grows where it needs more (the
+// regions after it move, as the planner would have laid them out).
 inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& to,
                          const TargetDevice& target) {
   const ProgramInfo* p = FindProgram(to);
@@ -23,8 +27,24 @@ inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& 
     *l.mutable_grid() = g.grid;
     *l.mutable_block() = g.block;
     l.set_dynamic_smem_bytes(g.dynamic_smem_bytes);
+    l.set_rows_per_block(g.rows_per_block);
+    l.set_partials(g.partials);
     l.set_reason("forced by a test or benchmark");
+    for (Launch& after : *plan.mutable_launches()) {
+      for (int d : after.depends_on()) {
+        if (d == l.index() && after.program() == "dw.reduce") after.set_partials(g.partials);
+      }
+    }
   }
+  if (p->workspace_bytes == nullptr) return plan;
+  const int64_t need = p->workspace_bytes(plan.spec(), g);
+  int64_t end = 0;
+  for (WorkspaceRegion& r : *plan.mutable_workspace()) {
+    if (r.name() == p->workspace_region && r.bytes() < need) r.set_bytes(need);
+    r.set_offset(RoundUp(end, kWorkspaceAlignment));
+    end = r.offset() + r.bytes();
+  }
+  plan.set_workspace_bytes(RoundUp(end, kWorkspaceAlignment));
   return plan;
 }
 
