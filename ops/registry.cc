@@ -83,16 +83,18 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// Per block of the split partition: its dx CTAs (one row group each; the
-// last block's may run past the rows and do nothing), then a dw CTA per
-// 256-column tile.
+// Per block of the split partition: its dx CTAs (SplitGroupsOf row groups
+// each; the last block's may run past the rows and do nothing), then a dw
+// CTA per 256-column tile.
 Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = SplitRowConfig(s.dim);
   const DetPartition p = SplitPartitionOf(s.rows());
   const int64_t tiles = CeilDiv(s.dim / kVecElems, 32);
+  const int64_t cta_rows =
+      int64_t{cfg.rows_per_cta()} * SplitGroupsOf(cfg, spec.op() == RMSNORM_SILU_GATE);
   Geometry g;
-  g.grid = D3(std::max<int64_t>(1, p.partials * (p.rows_per_block / cfg.rows_per_cta() + tiles)));
+  g.grid = D3(std::max<int64_t>(1, p.partials * (p.rows_per_block / cta_rows + tiles)));
   g.block = D3(cfg.block);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;

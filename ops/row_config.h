@@ -140,6 +140,7 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 // of 32 vectors (256 columns) over one block of its partition
 // (SplitPartitionOf).
 inline constexpr int kSplitBlock = 256;
+inline constexpr int64_t kSplitRowsPerPartial = 64;  // SplitPartitionOf
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
 constexpr RowConfig SplitRowConfig(int64_t dim) {
   const int64_t vecs = dim / kVecElems;
@@ -184,15 +185,26 @@ constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
   return p;
 }
 
+// Row groups per dx CTA of the split backward: each thread loads its
+// vectors of that many rows before reducing any (bytes in flight without a
+// persistent loop), up to 4 vectors of x and of dy per thread (2 with z),
+// and whole groups per block of the partition.
+constexpr int SplitGroupsOf(const RowConfig& c, bool gate) {
+  const int by_regs = (gate ? 2 : 4) / c.vecs_per_thread;
+  const int by_block = static_cast<int>(kSplitRowsPerPartial / c.rows_per_cta());
+  const int g = by_regs < by_block ? by_regs : by_block;
+  return g < 1 ? 1 : g;
+}
+
 // The split backward's row partition, a function of the row count only:
 // blocks of a multiple of kSplitRowsPerPartial rows (so a block is whole row
-// groups of every SplitRowConfig), at most kSplitTargetPartials of them. A
-// block's dw CTAs run next to its dx CTAs and find its rows in L2 if they
-// are short-lived: 64 rows are two rounds of loads per warp. The FP64
+// groups of every SplitRowConfig and SplitGroupsOf), at most
+// kSplitTargetPartials of them. A block's dw CTAs run next to its dx CTAs
+// and find its rows in L2 if they are short-lived: 64 rows are two rounds
+// of loads per warp. The FP64
 // partial rows then add 2 x 8 bytes per column and 64 rows against 4 bytes
 // per column and row of x and dy (6%), less past 65536 rows, where the
 // blocks grow so that the partials stay under 64 MB.
-inline constexpr int64_t kSplitRowsPerPartial = 64;
 inline constexpr int64_t kSplitTargetPartials = 1024;
 constexpr DetPartition SplitPartitionOf(int64_t rows) {
   DetPartition p;

@@ -526,20 +526,22 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 
 // The split backward (SplitRowConfig, SplitPartitionOf): one launch of two
 // roles, in CTA order block by block of the partition: the block's dx CTAs
-// (one row group each, as the flat forward: dx and dz from x, dy, z, rstd
-// and the weight through L1), then its dw CTAs, one per 256-column tile:
-// warp k sums rows begin + k, + 8, ... in order, four rows' loads in flight
-// (two with z), with Kahan FP32 sums per column, and the 8 warps are folded
-// in FP64 in warp order into partials[block][columns]. The two roles read
-// the same rows at about the same time, so one of them finds them in L2;
-// both load them cached (LoadRow<.., false>). The dw term is the fused
-// backward's; partition and order are functions of the shape only.
+// (kGroups row groups each, SplitGroupsOf, all their loads issued before
+// the first reduction; dx and dz from x, dy, z, rstd and the weight through
+// L1), then its dw CTAs, one per 256-column tile: warp k sums rows
+// begin + k, + 8, ... in order, four rows' loads in flight (two with z),
+// with Kahan FP32 sums per column, and the 8 warps are folded in FP64 in
+// warp order into partials[block][columns]. The two roles read the same
+// rows at about the same time, so one of them finds them in L2; both load
+// them cached. The dw term is the fused backward's; partition and order
+// are functions of the shape only.
 // 80 registers (768 threads per SM): at 64 the dw role's four rows in
 // flight spilled.
 template <int TPR, int VPT, bool kGate>
 __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     RowBackwardSplit(const RowBackwardParams p) {
   constexpr int kRows = kSplitBlock / TPR;
+  constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
   __shared__ float scratch[kWarps];
   __shared__ double fold[kWarps][32 * 8];
@@ -547,67 +549,78 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   const int64_t dim = p.layout.dim;
   const int64_t vecs = dim / kVecElems;
   const int64_t tiles = (vecs + 31) / 32;
-  const int64_t dx_ctas = p.rows_per_block / kRows;  // per block of the partition
+  const int64_t dx_ctas = p.rows_per_block / (kRows * kGroups);  // per block
   const int64_t block = blockIdx.x / (dx_ctas + tiles);
   const int64_t k = blockIdx.x - block * (dx_ctas + tiles);
 
   if (k < dx_ctas) {
     const int lane = static_cast<int>(threadIdx.x) % TPR;
-    const int64_t row = block * p.rows_per_block + k * kRows + threadIdx.x / TPR;
-    const bool active = row < rows;
-    const int64_t off = active ? RowOffset(p.layout, row) : 0;
-    uint4 xr[VPT], dyr[VPT], zr[VPT];
-    LoadRow<VPT, false>(p.x, off, active, lane, TPR, vecs, xr);
-    LoadRow<VPT, false>(p.dy, off, active, lane, TPR, vecs, dyr);
-    if constexpr (kGate) LoadRow<VPT, false>(p.z, off, active, lane, TPR, vecs, zr);
-    const float rstd = active ? p.rstd[row] : 0.f;
-    float dot = 0.f;
+    const int64_t first = block * p.rows_per_block + k * kRows * kGroups + threadIdx.x / TPR;
+    uint4 xr[kGroups][VPT], dyr[kGroups][VPT], zr[kGroups][VPT];
 #pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      const int64_t v = lane + int64_t{i} * TPR;
-      if (v >= vecs) continue;
-      float xf[8], dyf[8], wf[8], zf[8];
-      Unpack(xr[i], xf);
-      Unpack(dyr[i], dyf);
-      LoadWeightL1(p.w, p.w_fp32, v, wf);
-      if constexpr (kGate) Unpack(zr[i], zf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
-        dot += dyf[j] * wf[j] * s * (xf[j] * rstd);
-      }
+    for (int g = 0; g < kGroups; ++g) {
+      const int64_t row = first + g * kRows;
+      const bool active = row < rows;
+      const int64_t off = active ? RowOffset(p.layout, row) : 0;
+      LoadRow<VPT, false>(p.x, off, active, lane, TPR, vecs, xr[g]);
+      LoadRow<VPT, false>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
+      if constexpr (kGate) LoadRow<VPT, false>(p.z, off, active, lane, TPR, vecs, zr[g]);
     }
-    const float mean = GroupSum<TPR>(dot, scratch) / static_cast<float>(dim);
-    if (!active) return;  // after the last barrier of the row group
-    uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
-    uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
-    const uint4* dh =
-        reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
 #pragma unroll
-    for (int i = 0; i < VPT; ++i) {
-      const int64_t v = lane + int64_t{i} * TPR;
-      if (v >= vecs) continue;
-      float xf[8], dyf[8], wf[8], zf[8], dxf[8], dzf[8];
-      Unpack(xr[i], xf);
-      Unpack(dyr[i], dyf);
-      LoadWeightL1(p.w, p.w_fp32, v, wf);
-      if constexpr (kGate) Unpack(zr[i], zf);
+    for (int g = 0; g < kGroups; ++g) {
+      const int64_t row = first + g * kRows;
+      const bool active = row < rows;
+      const int64_t off = active ? RowOffset(p.layout, row) : 0;
+      const float rstd = active ? p.rstd[row] : 0.f;
+      float dot = 0.f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float xhat = xf[j] * rstd;
-        const float sig = kGate ? Sigmoid(zf[j]) : 1.f;
-        const float s = kGate ? zf[j] * sig : 1.f;
-        dxf[j] = rstd * (dyf[j] * wf[j] * s - xhat * mean);
-        if constexpr (kGate) dzf[j] = dyf[j] * xhat * wf[j] * sig * (1.f + zf[j] * (1.f - sig));
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+        float xf[8], dyf[8], wf[8], zf[8];
+        Unpack(xr[g][i], xf);
+        Unpack(dyr[g][i], dyf);
+        LoadWeightL1(p.w, p.w_fp32, v, wf);
+        if constexpr (kGate) Unpack(zr[g][i], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float s = kGate ? zf[j] * Sigmoid(zf[j]) : 1.f;
+          dot += dyf[j] * wf[j] * s * (xf[j] * rstd);
+        }
       }
-      if (p.dh_in != nullptr) {
-        float d[8];
-        Unpack(__ldcs(dh + v), d);
+      // Every thread of the CTA reaches this (a CTA-wide row synchronizes).
+      const float mean = GroupSum<TPR>(dot, scratch) / static_cast<float>(dim);
+      if (!active) continue;
+      uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
+      uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
+      const uint4* dh =
+          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) dxf[j] += d[j];
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v >= vecs) continue;
+        float xf[8], dyf[8], wf[8], zf[8], dxf[8], dzf[8];
+        Unpack(xr[g][i], xf);
+        Unpack(dyr[g][i], dyf);
+        LoadWeightL1(p.w, p.w_fp32, v, wf);
+        if constexpr (kGate) Unpack(zr[g][i], zf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float xhat = xf[j] * rstd;
+          const float sig = kGate ? Sigmoid(zf[j]) : 1.f;
+          const float s = kGate ? zf[j] * sig : 1.f;
+          dxf[j] = rstd * (dyf[j] * wf[j] * s - xhat * mean);
+          if constexpr (kGate) dzf[j] = dyf[j] * xhat * wf[j] * sig * (1.f + zf[j] * (1.f - sig));
+        }
+        if (p.dh_in != nullptr) {
+          float d[8];
+          Unpack(__ldcs(dh + v), d);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) dxf[j] += d[j];
+        }
+        Store(dx + v, Pack(dxf));
+        if constexpr (kGate) Store(dz + v, Pack(dzf));
       }
-      Store(dx + v, Pack(dxf));
-      if constexpr (kGate) Store(dz + v, Pack(dzf));
     }
     return;
   }

@@ -132,7 +132,15 @@ TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
     ASSERT_LE(p.partials, kSplitTargetPartials) << rows;
     ASSERT_EQ(p.rows_per_block % kSplitRowsPerPartial, 0) << rows;
     for (int64_t dim = 8; dim <= kMaxSplitDim; dim += 8) {
-      ASSERT_EQ(p.rows_per_block % SplitRowConfig(dim).rows_per_cta(), 0) << rows << " " << dim;
+      for (bool gate : {false, true}) {
+        const RowConfig c = SplitRowConfig(dim);
+        ASSERT_EQ(p.rows_per_block % (c.rows_per_cta() * SplitGroupsOf(c, gate)), 0)
+            << rows << " " << dim;
+        // More than one row group only while the loads fit in registers.
+        if (SplitGroupsOf(c, gate) > 1) {
+          ASSERT_LE(SplitGroupsOf(c, gate) * c.vecs_per_thread, gate ? 2 : 4) << dim;
+        }
+      }
     }
   }
   EXPECT_EQ(SplitPartitionOf(65536).rows_per_block, 64);
@@ -148,11 +156,11 @@ TEST(RegistryTest, SplitBackwardGeometry) {
   struct Case {
     int64_t tokens, dim, dx_ctas_per_block;
   } cases[] = {
-      {1024, 2048, 64},     // one row per CTA of 256 threads x 1 vector
-      {46593, 8192, 64},    // 256 threads x 4 vectors
-      {7, 128, 4},          // 16 rows of 16 lanes per CTA
-      {4096, 512, 8},       // 8 rows of 32 lanes x 2 vectors
-      {131072, 4096, 128},  // 128 rows per block
+      {1024, 2048, 16},    // 4 rows per CTA of 256 threads x 1 vector
+      {46593, 8192, 64},   // 256 threads x 4 vectors, one row
+      {7, 128, 1},         // 4 groups of 16 rows of 16 lanes per CTA
+      {4096, 512, 4},      // 2 groups of 8 rows of 32 lanes x 2 vectors
+      {131072, 4096, 64},  // 128 rows per block, 2 per CTA
   };
   for (const Case& c : cases) {
     const StepSpec spec = *Canonicalize(testing::RowsSpec(c.tokens, c.dim, true, {BACKWARD}));
@@ -161,7 +169,9 @@ TEST(RegistryTest, SplitBackwardGeometry) {
     const DetPartition p = SplitPartitionOf(c.tokens);
     const int64_t tiles = (c.dim / 8 + 31) / 32;
     EXPECT_EQ(g.grid.x(), p.partials * (c.dx_ctas_per_block + tiles)) << c.dim;
-    EXPECT_GE(p.partials * c.dx_ctas_per_block * SplitRowConfig(c.dim).rows_per_cta(), c.tokens);
+    const RowConfig cfg = SplitRowConfig(c.dim);
+    EXPECT_EQ(c.dx_ctas_per_block * cfg.rows_per_cta() * SplitGroupsOf(cfg, false),
+              p.rows_per_block);
     EXPECT_EQ(g.block.x(), 256u);
     EXPECT_EQ(g.partials, p.partials);
     EXPECT_EQ(g.rows_per_block, p.rows_per_block);

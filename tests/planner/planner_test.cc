@@ -65,7 +65,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
 
 TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
   for (DType dw : {FP32, BF16}) {
-    StepSpec spec = RowsSpec(4096, 6144, false);
+    StepSpec spec = RowsSpec(65536, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
     EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.loop", "memset",
@@ -100,7 +100,7 @@ TEST(PlannerTest, AccumulateDwIsSaidInTheFinalLaunch) {
 }
 
 TEST(PlannerTest, EveryZeroInitRegionHasOneMemsetBeforeItsUsers) {
-  StepSpec spec = RowsSpec(4096, 6144, false);
+  StepSpec spec = RowsSpec(65536, 6144, false);
   spec.set_dw_dtype(BF16);
   const Plan plan = MustPlan(spec);
   int zeroed = 0;
@@ -159,7 +159,7 @@ TEST(PlannerTest, SinglePhases) {
   EXPECT_THAT(Programs(MustPlan(RowsSpec(16, 256, false, {RECOMPUTE}))),
               ElementsAre("rmsnorm.fwd.flat"));
   EXPECT_THAT(Programs(MustPlan(RowsSpec(16, 256, true, {BACKWARD}))),
-              ElementsAre("rmsnorm.bwd.det.partials", "dw.reduce"));
+              ElementsAre("rmsnorm.bwd.split", "dw.reduce"));
 }
 
 TEST(PlannerTest, PerHeadViewsAndGatedOp) {

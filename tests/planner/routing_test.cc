@@ -165,16 +165,26 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       }
     }
   }
-  // Measured windows: the non-deterministic backward runs the det programs
-  // where they were faster; the forward takes the looped program from 2560,
-  // the flat program up to 2048 and with the residual, between them flat at
-  // few rows and cta at many.
-  EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(16384, 1024)), PHASE_KIND_BACKWARD)
-                ->program->id,
-            "rmsnorm.bwd.det.partials");
-  EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(65536, 6144)), PHASE_KIND_BACKWARD)
-                ->program->id,
-            "rmsnorm.bwd.kb");
+  // Measured windows: the backward takes the split program up to 16384 rows
+  // and at H = 8192 in both modes, else the fused det program (and in the
+  // non-deterministic mode kb outside H 520..4096); the forward takes the
+  // looped program from 2560, the flat program up to 2048 and with the
+  // residual, between them flat at few rows and cta at many.
+  auto backward = [&](const StepSpec& spec) {
+    return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_BACKWARD)->program->id);
+  };
+  for (bool det : {true, false}) {
+    EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
+        << "split runs dims up to 8192";
+    StepSpec view = HeadsSpec(4096, 4, 256);
+    view.set_deterministic(det);
+    EXPECT_EQ(backward(view), "rmsnorm.bwd.split");
+  }
+  EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.kb");
+  EXPECT_EQ(backward(RowsSpec(65536, 6144, true)), "rmsnorm.bwd.det.partials");
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 512)), PHASE_KIND_FORWARD)->program->id,
             "rmsnorm.fwd.flat");
   auto forward = [&](const StepSpec& spec) {
