@@ -566,6 +566,26 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       LoadRow<VPT, false>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
       if constexpr (kGate) LoadRow<VPT, false>(p.z, off, active, lane, TPR, vecs, zr[g]);
     }
+    // The weight of this thread's columns: with several row groups, loaded
+    // once for all of them (with one, kept in registers it spilled at 4
+    // vectors per thread; then each pass reads it through L1).
+    constexpr bool kKeepW = kGroups > 1;
+    float wk[kKeepW ? VPT : 1][8];
+    if constexpr (kKeepW) {
+#pragma unroll
+      for (int i = 0; i < VPT; ++i) {
+        const int64_t v = lane + int64_t{i} * TPR;
+        if (v < vecs) LoadWeightL1(p.w, p.w_fp32, v, wk[i]);
+      }
+    }
+    auto weight = [&](int i, int64_t v, float (&wf)[8]) {
+      if constexpr (kKeepW) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) wf[j] = wk[i][j];
+      } else {
+        LoadWeightL1(p.w, p.w_fp32, v, wf);
+      }
+    };
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       const int64_t row = first + g * kRows;
@@ -580,7 +600,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         float xf[8], dyf[8], wf[8], zf[8];
         Unpack(xr[g][i], xf);
         Unpack(dyr[g][i], dyf);
-        LoadWeightL1(p.w, p.w_fp32, v, wf);
+        weight(i, v, wf);
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -602,7 +622,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         float xf[8], dyf[8], wf[8], zf[8], dxf[8], dzf[8];
         Unpack(xr[g][i], xf);
         Unpack(dyr[g][i], dyf);
-        LoadWeightL1(p.w, p.w_fp32, v, wf);
+        weight(i, v, wf);
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
