@@ -201,10 +201,9 @@ constexpr int SplitGroupsOf(const RowConfig& c, bool gate) {
 // groups of every SplitRowConfig and SplitGroupsOf), at most
 // kSplitTargetPartials of them. A block's dw CTAs run next to its dx CTAs
 // and find its rows in L2 if they are short-lived: 64 rows are two rounds
-// of loads per warp. The FP64
-// partial rows then add 2 x 8 bytes per column and 64 rows against 4 bytes
-// per column and row of x and dy (6%), less past 65536 rows, where the
-// blocks grow so that the partials stay under 64 MB.
+// of loads per warp. The FP64 partial rows then add 2 x 8 bytes per column
+// and 64 rows against 4 bytes per column and row of x and dy (6%), less past
+// 65536 rows, where the blocks grow so that the partials stay under 64 MB.
 inline constexpr int64_t kSplitTargetPartials = 1024;
 constexpr DetPartition SplitPartitionOf(int64_t rows) {
   DetPartition p;
