@@ -42,7 +42,8 @@ RowLayout LayoutOf(const StepSpec& spec) {
 }
 
 absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launch& launch,
-                                         int64_t dim) {
+                                         const StepSpec& spec) {
+  const int64_t dim = spec.layout().dim();
   const RowConfig cfg = program.row_config(dim);
   if (launch.block().x() != static_cast<uint32_t>(cfg.block) || launch.block().y() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
@@ -61,7 +62,7 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
       f = forward ? RowForwardFlatKernel(tpr, vpt, gate) : RowBackwardSplitKernel(tpr, vpt, gate);
       break;
     case RowKernel::kLoop:
-      f = forward && !gate ? RowForwardLoopKernel() : nullptr;
+      f = forward && !gate ? RowForwardLoopKernel(spec.residual()) : nullptr;
       break;
   }
   if (f == nullptr) {
@@ -158,7 +159,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
   k.dynamic_smem_bytes = static_cast<unsigned>(launch.dynamic_smem_bytes());
   switch (program->stage) {
     case Stage::kForward: {
-      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec.layout().dim()));
+      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowForwardParams p{};
       p.layout = LayoutOf(spec);
       p.x = b.x;
@@ -176,7 +177,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       break;
     }
     case Stage::kBackward: {
-      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec.layout().dim()));
+      CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowBackwardParams p{};
       p.layout = LayoutOf(spec);
       p.x = spec.residual() ? b.h : b.x;

@@ -156,10 +156,11 @@ const ProgramInfo kPrograms[] = {
      "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
      "1-2 vectors per thread, weight through L1, up to 2048 threads per SM",
      RowKernel::kFlat},
-    {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, false, false,
+    {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
      "forward, one row per CTA of 256 threads reading the row twice in a loop (sum of "
-     "squares, then y from cache), about 32 registers at any dim",
+     "squares, then y from cache; with the residual, h written in the first pass and read "
+     "back), about 32 registers at any dim",
      RowKernel::kLoop},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,

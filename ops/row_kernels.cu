@@ -377,11 +377,14 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
   if (active && lane == 0) p.rstd[row] = rstd;
 }
 
-// The looped forward (LoopRowConfig): one row per CTA. Pass
-// 1 loads the row a vector per thread at a time and sums its squares; pass 2
-// loads it again, from L1 or L2 where pass 1 left it, with the weight through
-// L1, and streams y out. Nothing of the row stays in registers, so a thread
-// needs about 32 of them at any dim and an SM holds 2048 threads.
+// The looped forward (LoopRowConfig): one row per CTA. Pass 1 loads the row
+// a vector per thread at a time and sums its squares; pass 2 loads it again,
+// from L1 or L2 where pass 1 left it, with the weight through L1, and
+// streams y out. Nothing of the row stays in registers, so a thread needs
+// about 32 of them at any dim and an SM holds 2048 threads. kResidual: pass
+// 1 forms h = bf16(x + residual) and stores it (cached: pass 2 reads h back,
+// each thread the vectors it wrote).
+template <bool kResidual>
 __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
     RowForwardLoop(const RowForwardParams p) {
   __shared__ float scratch[kLoopBlock / 32];
@@ -389,21 +392,33 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
   const int64_t vecs = p.layout.dim / kVecElems;
   const int64_t off = RowOffset(p.layout, row);
   const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + off);
+  uint4* h = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.h) + off);
   float ss = 0.f;
 #pragma unroll 2
   for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
+    uint4 xv = x[v];
+    if constexpr (kResidual) {
+      float a[8], b[8];
+      Unpack(xv, a);
+      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.residual) + off)[v], b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) a[j] += b[j];
+      xv = Pack(a);  // normalize h as rounded
+      h[v] = xv;
+    }
     float xf[8];
-    Unpack(x[v], xf);
+    Unpack(xv, xf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
   }
   ss = GroupSum<0>(ss, scratch);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
+  const uint4* src = kResidual ? h : x;
 #pragma unroll 2
   for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
     float out[8], wf[8];
-    Unpack(x[v], out);
+    Unpack(src[v], out);
     LoadWeightL1(p.w, p.w_fp32, v, wf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
@@ -835,7 +850,10 @@ const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, boo
   return nullptr;
 }
 
-const void* RowForwardLoopKernel() { return reinterpret_cast<const void*>(&RowForwardLoop); }
+const void* RowForwardLoopKernel(bool residual) {
+  return residual ? reinterpret_cast<const void*>(&RowForwardLoop<true>)
+                  : reinterpret_cast<const void*>(&RowForwardLoop<false>);
+}
 
 const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
 const void* DwFinishKernel() { return reinterpret_cast<const void*>(&DwFinish); }

@@ -95,8 +95,9 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 // The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA).
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate);
-// The looped forward of LoopRowConfig (rmsnorm_train, no residual).
-const void* RowForwardLoopKernel();
+// The looped forward of LoopRowConfig (rmsnorm_train), with or without the
+// fused residual add.
+const void* RowForwardLoopKernel(bool residual);
 // The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch).
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();

@@ -128,11 +128,14 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec residual_bwd = RowsSpec(9, 6144, true);
   residual_bwd.set_residual(true);
   residual_bwd.set_residual_grad_in(true);
+  StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
+  residual_fwd.set_residual(true);
   const struct {
     StepSpec spec;
     const char* to;
   } forced[] = {
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
+      {residual_fwd, "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
       {residual_bwd, "rmsnorm.bwd.split"},
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
@@ -302,9 +305,9 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
 }
 
-// The looped forward (not yet routed) in place of the routed one: within
-// budget over dims, T, a strided view and an FP32 weight, and the recompute
-// equal to the forward bit for bit.
+// The looped forward in place of the routed one: within budget over dims,
+// T, a strided view, an FP32 weight and the fused residual (h included), and
+// the recompute equal to the forward bit for bit.
 TEST_F(GpuTest, LoopForwardWithinBudget) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
@@ -313,6 +316,13 @@ TEST_F(GpuTest, LoopForwardWithinBudget) {
   }
   specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
   specs.push_back(RowsSpec(4099, 4096, true));
+  specs.back().set_weight_dtype(FP32);
+  for (int64_t tokens : {7, 16384}) {
+    specs.push_back(RowsSpec(tokens, 6144, true));
+    specs.back().set_residual(true);
+  }
+  specs.push_back(RowsSpec(3001, 2560, true));
+  specs.back().set_residual(true);
   specs.back().set_weight_dtype(FP32);
   for (StepSpec spec : specs) {
     spec.clear_phases();
@@ -336,9 +346,9 @@ TEST_F(GpuTest, LoopForwardWithinBudget) {
   }
 }
 
-// The split backward (not yet routed) in place of the fused one: within
-// budget over dims, T, views, the residual, dtypes and the gate (|z| up to
-// 30), and bitwise the same run to run.
+// The split backward in place of the routed one (at every row count):
+// within budget over dims, T, views, the residual, dtypes and the gate (|z|
+// up to 30), and bitwise the same run to run.
 TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;

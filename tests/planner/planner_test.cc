@@ -342,7 +342,9 @@ TEST(PlannerTest, ForcedBackwardCarriesItsPartialsToTheReduce) {
   for (const WorkspaceRegion& r : plan.workspace()) {
     EXPECT_GE(r.offset(), end) << r.name();
     EXPECT_EQ(r.offset() % kWorkspaceAlignment, 0);
-    if (r.name() == "dw_partials") EXPECT_EQ(r.bytes(), 1024 * 4096 * 8);
+    if (r.name() == "dw_partials") {
+      EXPECT_EQ(r.bytes(), 1024 * 4096 * 8);
+    }
     end = r.offset() + r.bytes();
   }
   EXPECT_LE(end, plan.workspace_bytes());
