@@ -169,8 +169,9 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
-     "backward in one launch of two roles, block by block of 64+ rows: dx CTAs of one row "
-     "group each, then dw CTAs over 256-column tiles of the block's rows (FP64 partial rows)",
+     "backward in one launch of two roles, block by block of 64+ rows: dx CTAs of up to 4 "
+     "row groups each, then dw CTAs over 256-column tiles of the block's rows (FP64 partial "
+     "rows)",
      RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
@@ -195,8 +196,8 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,
-     "gated backward in one launch of two roles, block by block of 64+ rows: dx, dz CTAs, "
-     "then dw CTAs over column tiles",
+     "gated backward in one launch of two roles, block by block of 64+ rows: dx, dz CTAs of "
+     "up to 2 row groups, then dw CTAs over column tiles",
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
