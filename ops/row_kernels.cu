@@ -606,10 +606,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 // roles, in CTA order block by block of the partition: the block's dx CTAs
 // (kGroups row groups each, SplitGroupsOf, all their loads issued before
 // the first reduction; dx and dz from x, dy, z, rstd and the weight, read
-// through L1 once for all row groups), then its dw CTAs, one per 256-column tile: warp k sums rows
-// begin + k, + 8, ... in order, four rows' loads in flight (two with z),
-// with Kahan FP32 sums per column, and the 8 warps are folded in FP64 in
-// warp order into partials[block][columns]. The two roles read the same
+// through L1 once for all row groups), then its dw CTAs, one per 256-column
+// tile: warp k sums rows begin + k, + 8, ... in order, four rows' loads in
+// flight (two with z), with Kahan FP32 sums per column, and the 8 warps are
+// folded in FP64 in warp order into partials[block][columns]. The two roles read the same
 // rows at about the same time, so one of them finds them in L2; both load
 // them cached. The dw term is the fused backward's; partition and order
 // are functions of the shape only.
@@ -675,7 +675,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * TPR;
         if (v >= vecs) continue;
-        float xf[8], dyf[8], wf[8], zf[8];
+        float xf[8], dyf[8], wf[8], zf[8] = {};  // z: gate only
         Unpack(xr[g][i], xf);
         Unpack(dyr[g][i], dyf);
         weight(i, v, wf);
@@ -690,7 +690,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * TPR;
         if (v >= vecs) continue;
-        float xf[8], dyf[8], wf[8], zf[8], dxf[8], dzf[8];
+        float xf[8], dyf[8], wf[8], dxf[8], dzf[8], zf[8] = {};
         Unpack(xr[g][i], xf);
         Unpack(dyr[g][i], dyf);
         weight(i, v, wf);
@@ -734,7 +734,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (first + b * kWarps >= end) break;
-        float xf[8], dyf[8], zf[8];
+        float xf[8], dyf[8], zf[8] = {};
         Unpack(xr[b], xf);
         Unpack(dyr[b], dyf);
         if constexpr (kGate) Unpack(zr[b], zf);
