@@ -31,6 +31,7 @@ on the harness.
 import argparse
 import ctypes
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -578,20 +579,21 @@ def run_case(case, args, cake, timer, compiled):
 
 
 def compare_with_cake_bench(report, path):
-    with open(path) as f:
-        other = {(r["shape"], r["op"]): r for r in json.load(f)["rows"]}
+    """Cake's time here against `cake bench`'s report at `path`: bench/compare.py's pairing
+    and A/A verdict, the harness as the candidate."""
+    spec = importlib.util.spec_from_file_location(
+        "compare", os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare.py"))
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    harness = {(r["shape"], r["op"]): r for r in report["rows"]}
+    pairs, _ = compare.compare(compare.load_rows(path), harness)
     lines = ["Cake's time from the harness and from cake bench (same run):",
              f"{'shape':<30} {'op':<9} {'harness us':>11} {'cake bench':>11} {'diff':>7} "
              f"{'A/A':>7}  verdict"]
-    for row in report["rows"]:
-        o = other.get((row["shape"], row["op"]))
-        if not o:
-            continue
-        diff = abs(1 - row["cake_us"] / o["cake_us"]) if o["cake_us"] else math.inf
-        floor = max(row["aa_floor"], o["aa_floor"])
-        lines.append(f"{row['shape']:<30} {row['op']:<9} {row['cake_us']:>11.1f} "
-                     f"{o['cake_us']:>11.1f} {diff:>7.3f} {floor:>7.3f}  "
-                     f"{'agree' if diff <= floor else 'differ by more than the A/A floor'}")
+    for p in pairs:
+        lines.append(f"{p['shape']:<30} {p['op']:<9} {p['cand_us']:>11.1f} "
+                     f"{p['base_us']:>11.1f} {abs(1 - p['ratio']):>7.3f} {p['floor']:>7.3f}  "
+                     f"{'agree' if p['verdict'] == 'same' else 'differ by more than the A/A floor'}")
     return "\n".join(lines) + "\n"
 
 
