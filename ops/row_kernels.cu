@@ -53,6 +53,16 @@ __device__ __forceinline__ uint4 Pack(const float (&f)[8]) {
   return v;
 }
 
+// The fused residual add: h = bf16(x + residual), the h that is normalized.
+__device__ __forceinline__ uint4 AddResidual(const uint4& x, const uint4& residual) {
+  float a[8], b[8];
+  Unpack(x, a);
+  Unpack(residual, b);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a[j] += b[j];
+  return Pack(a);
+}
+
 // Activations are touched once per launch: stream them past L2 (evict
 // first) so they do not push out what is reused (the weight, rstd, sums).
 __device__ __forceinline__ void Store(uint4* dst, const uint4& v) { __stcs(dst, v); }
@@ -250,6 +260,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * tpr;
         if (active && v < vecs) {
+          // AddResidual written out: through it the residual's load moves
+          // ahead of the unpacking of x and this kernel's code changes.
           float a[8], b[8];
           Unpack(raw[i], a);
           Unpack(__ldcs(r + v), b);
@@ -336,12 +348,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
     for (int i = 0; i < VPT; ++i) {
       const int64_t v = lane + int64_t{i} * tpr;
       if (!(active && v < vecs)) continue;
-      float a[8], b[8];
-      Unpack(raw[i], a);
-      Unpack(res[i], b);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) a[j] += b[j];
-      raw[i] = Pack(a);  // normalize h as rounded
+      raw[i] = AddResidual(raw[i], res[i]);
       Store(h + v, raw[i]);
     }
   }
@@ -398,12 +405,8 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
   for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
     uint4 xv = x[v];
     if constexpr (kResidual) {
-      float a[8], b[8];
-      Unpack(xv, a);
-      Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.residual) + off)[v], b);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) a[j] += b[j];
-      xv = Pack(a);  // normalize h as rounded
+      xv = AddResidual(
+          xv, reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.residual) + off)[v]);
       h[v] = xv;
     }
     float xf[8];
