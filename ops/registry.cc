@@ -111,7 +111,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowConfig cfg = BackwardRowConfig(s.dim);
   const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   Geometry g;
-  g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), cfg.rows_per_cta());
+  g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), BwdRowsPerStep(cfg));
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
   g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
@@ -154,7 +154,8 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.fwd.flat", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
      "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
-     "1-2 vectors per thread, weight through L1, up to 2048 threads per SM",
+     "one vector per thread in a sub-warp or warp row (two above 256 columns), two in a "
+     "CTA-wide row, weight through L1",
      RowKernel::kFlat},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,

@@ -20,11 +20,21 @@ inline constexpr int kMaxCtasPerSm = 32;
 // Forward: 1024, 64 registers per thread for the packed row and the next
 // row in flight (the weight sits in shared memory).
 inline constexpr int kThreadsPerSm = 1024;
-// Backward: 768 threads (80 registers) with up to 2 vectors per thread, 512
-// (128 registers) with 4 or with the gate's z, for the packed x and dy rows,
-// the next row in flight and a Kahan dw sum (two FP32 values) per column.
+// Backward: the packed x and dy rows (and z) of the rows in flight
+// (BwdRowsInFlight) and a Kahan dw sum (two FP32 values) per column: 768
+// threads (80 registers) with up to 2 vectors per thread, 512 (128
+// registers) with 4 or with the gate's z.
 constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
   return vecs_per_thread <= 2 && !gate ? 768 : 512;
+}
+// Row groups whose loads a backward thread issues together: 3 where a row
+// is one vector per thread of a warp or less (dim <= 256: 32 bytes of x and
+// dy per row and thread, 48 with z), else 1, and the next row group's loads
+// are issued before the current one is reduced. On the H200 (D = 128 gated
+// and D = 256 views) 3 rows ran 0.63-0.95x the time of 1; 2 was close, 4
+// spilled without the gate.
+constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread) {
+  return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1 ? 3 : 1;
 }
 inline constexpr int64_t kMaxDim = 16384;
 // The largest row a warp-per-row program holds.
@@ -93,17 +103,19 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 }
 
 // The flat forward: one row group per CTA and no persistent loop, so that
-// the hardware overlaps many rows per SM; one vector per thread (two above
-// 1024 vectors), a row of up to 32 vectors in a sub-warp group of 8..32
-// lanes (several rows per 256-thread CTA), a wider row in one CTA of whole
-// warps (up to 1024 threads). Few registers: an SM holds 2048 threads.
+// the hardware overlaps many rows per SM. A row of up to 32 vectors in a
+// sub-warp group of 8..32 lanes, one vector per thread (several rows per
+// 256-thread CTA, 2048 threads per SM); a wider row in one CTA of whole warps
+// (up to 1024 threads), two vectors per thread: 32 bytes of x in flight per
+// thread where one vector had left the SM short of bytes in flight (H200,
+// H = 1536 and 2048: 0.78-0.82x the time).
 inline constexpr int kMaxFlatBlock = 1024;
 constexpr RowConfig FlatRowConfig(int64_t dim) {
   const int64_t vecs = dim / kVecElems;
   if (vecs <= 32) return MakeRowConfig(dim, vecs <= 8 ? 8 : NextPow2(vecs));
   if (vecs <= 64) return MakeRowConfig(dim, 32);
   RowConfig c;
-  c.vecs_per_thread = vecs <= kMaxFlatBlock ? 1 : 2;
+  c.vecs_per_thread = 2;
   c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(vecs, c.vecs_per_thread), 32));
   c.block = c.threads_per_row;
   return c;
@@ -153,6 +165,11 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   return c;
 }
 
+// Rows a backward CTA takes per step; its blocks of rows are multiples of it.
+constexpr int64_t BwdRowsPerStep(const RowConfig& c) {
+  return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread);
+}
+
 // The deterministic backward's row partition: a function of (rows, dim) only,
 // never of the SM count or the grid, so its dw partial rows and their reduce
 // order are the same on every device and grid size. The target count of
@@ -176,11 +193,12 @@ struct DetPartition {
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
-  const int64_t rows_per_cta = BackwardRowConfig(dim).rows_per_cta();
+  const RowConfig c = BackwardRowConfig(dim);
+  const int64_t rows_per_step = BwdRowsPerStep(c);
   DetPartition p;
   const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim));
   p.rows_per_block =
-      RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_cta);
+      RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_step);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;
 }

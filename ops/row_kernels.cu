@@ -97,7 +97,13 @@ __device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
                : "memory");
 }
 
-__device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+// sigmoid(z) = 1 / (1 + 2^(-z log2(e))) on the special-function unit: one
+// ex2.approx and one rcp.approx (relative error about 2^-21 each) in place of
+// expf and an IEEE division, which cost the gated kernels a large share of
+// their issue slots. Saturates without NaN: z = -100 gives 1 / inf = 0.
+__device__ __forceinline__ float Sigmoid(float z) {
+  return __fdividef(1.0f, 1.0f + exp2f(-z * 1.44269504088896341f));
+}
 
 // The backward's element formulas (the fused RowBackward writes the same
 // out; see there). g = dy * w * s with s = silu(z) (1 without the gate);
@@ -310,7 +316,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // The flat forward (FlatRowConfig): one row group per CTA, loads issued
 // first, the weight read through L1 (no staging, no barrier before the
 // loads), at most 32 registers with one vector per thread so 2048 threads
-// per SM keep loads in flight. TPR = 0: one row of blockDim.x threads.
+// per SM keep loads in flight. TPR = 0: one row of blockDim.x threads (two
+// vectors each).
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt) { return (vpt == 1 ? 2048 : 1536) / FlatBlockOf(tpr); }
 
@@ -464,100 +471,125 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 #pragma unroll
       for (int j = 0; j < 8; ++j) total[i][j] = comp[i][j] = 0.f;
     }
-    // The rows of this block; with kPrefetch the next row's x, dy (and z)
-    // are loaded before the current one is reduced.
-    constexpr bool kPrefetch = VPT <= 2;
-    uint4 xr[VPT], dyr[VPT], zr[VPT];
+    // The rows of this block, kDepth row groups per step (BwdRowsInFlight):
+    // the step's x, dy (and z) are loaded before its first row is reduced,
+    // and with kPrefetch (one row group per step, up to 2 vectors) the next
+    // step's are loaded before the current one is reduced. Each thread adds
+    // its rows' dw terms in row order either way.
+    constexpr int kDepth = BwdRowsInFlight(TPR, VPT);
+    constexpr bool kPrefetch = kDepth == 1 && VPT <= 2;
+    uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
     if (kPrefetch) {
       const int64_t row = begin + group;
       const int64_t off = row < end ? RowOffset(p.layout, row) : 0;
-      LoadRow<VPT>(p.x, off, row < end, lane, tpr, vecs, xr);
-      LoadRow<VPT>(p.dy, off, row < end, lane, tpr, vecs, dyr);
-      LoadRow<VPT>(gate ? p.z : p.x, off, gate && row < end, lane, tpr, vecs, zr);
+      LoadRow<VPT>(p.x, off, row < end, lane, tpr, vecs, xr[0]);
+      LoadRow<VPT>(p.dy, off, row < end, lane, tpr, vecs, dyr[0]);
+      LoadRow<VPT>(gate ? p.z : p.x, off, gate && row < end, lane, tpr, vecs, zr[0]);
     }
-    for (int64_t base = begin; base < end; base += kRows) {
-      const int64_t row = base + group;
-      const bool active = row < end;
-      const int64_t off = active ? RowOffset(p.layout, row) : 0;
+    for (int64_t base = begin; base < end; base += kRows * kDepth) {
       uint4 nx[VPT], ndy[VPT], nz[VPT];
       if (kPrefetch) {
-        const int64_t nrow = row + kRows;
+        const int64_t nrow = base + group + kRows;
         const bool nactive = nrow < end;
         const int64_t noff = nactive ? RowOffset(p.layout, nrow) : 0;
         LoadRow<VPT>(p.x, noff, nactive, lane, tpr, vecs, nx);
         LoadRow<VPT>(p.dy, noff, nactive, lane, tpr, vecs, ndy);
         LoadRow<VPT>(gate ? p.z : p.x, noff, gate && nactive, lane, tpr, vecs, nz);
       } else {
-        LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xr);
-        LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dyr);
-        LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zr);
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) {
+          const int64_t row = base + group + d * kRows;
+          const bool active = row < end;
+          const int64_t off = active ? RowOffset(p.layout, row) : 0;
+          LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xr[d]);
+          LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dyr[d]);
+          LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zr[d]);
+        }
       }
-      const float rstd = active ? p.rstd[row] : 0.f;
+      float rstds[kDepth];
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t row = base + group + d * kRows;
+        rstds[d] = row < end ? p.rstd[row] : 0.f;
+      }
 
-      // Pass 1: mean(g * xhat) over the row, g = dy * w [* silu(z)].
-      float dot = 0.f;
 #pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * tpr;
-        if (v >= vecs) continue;
-        float xf[8], dyf[8], zf[8];
-        Unpack(xr[i], xf);
-        Unpack(dyr[i], dyf);
-        Unpack(zr[i], zf);
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t row = base + group + d * kRows;
+        const bool active = row < end;
+        const int64_t off = active ? RowOffset(p.layout, row) : 0;
+        const float rstd = rstds[d];
+        // Pass 1: mean(g * xhat) over the row, g = dy * w [* silu(z)]. With the
+        // gate and one vector per thread, sigmoid(z) is kept for pass 2 (with
+        // more vectors, keeping it spilled more than recomputing it costs).
+        constexpr bool kKeepSig = kGate && VPT == 1;
+        float dot = 0.f;
+        float sg[VPT][8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float s = gate ? zf[j] * Sigmoid(zf[j]) : 1.f;
-          dot += dyf[j] * wsm[v * 8 + j] * s * (xf[j] * rstd);
+        for (int i = 0; i < VPT; ++i) {
+          const int64_t v = lane + int64_t{i} * tpr;
+          if (v >= vecs) continue;
+          float xf[8], dyf[8], zf[8];
+          Unpack(xr[d][i], xf);
+          Unpack(dyr[d][i], dyf);
+          Unpack(zr[d][i], zf);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float sig = gate ? Sigmoid(zf[j]) : 1.f;
+            if (kKeepSig) sg[i][j] = sig;
+            const float s = gate ? zf[j] * sig : 1.f;
+            dot += dyf[j] * wsm[v * 8 + j] * s * (xf[j] * rstd);
+          }
         }
-      }
-      dot = GroupSum<TPR>(dot, scratch);
-      const float mean = dot * inv_dim;
+        dot = GroupSum<TPR>(dot, scratch);
+        const float mean = dot * inv_dim;
 
-      // Pass 2: dx, dz, and the dw terms.
-      uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
-      uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
-      const uint4* dh =
-          reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+        // Pass 2: dx, dz, and the dw terms.
+        uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
+        uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
+        const uint4* dh =
+            reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
 #pragma unroll
-      for (int i = 0; i < VPT; ++i) {
-        const int64_t v = lane + int64_t{i} * tpr;
-        if (v >= vecs) continue;
-        float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
-        Unpack(xr[i], xf);
-        Unpack(dyr[i], dyf);
-        Unpack(zr[i], zf);
+        for (int i = 0; i < VPT; ++i) {
+          const int64_t v = lane + int64_t{i} * tpr;
+          if (v >= vecs) continue;
+          float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
+          Unpack(xr[d][i], xf);
+          Unpack(dyr[d][i], dyf);
+          Unpack(zr[d][i], zf);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float wj = wsm[v * 8 + j];
-          const float xhat = xf[j] * rstd;
-          const float sig = gate ? Sigmoid(zf[j]) : 1.f;
-          const float s = gate ? zf[j] * sig : 1.f;
-          dxf[j] = rstd * (dyf[j] * wj * s - xhat * mean);
-          dzf[j] = dyf[j] * xhat * wj * sig * (1.f + zf[j] * (1.f - sig));
-          // With the gate, dy * x is exact in FP32 (two BF16 values), so the dw
-          // term carries the roundings of rstd * silu(z) and of one product
-          // only: at |z| near 30 that halved the worst dw error.
-          const float term = (gate ? dyf[j] * xf[j] * (rstd * s) : dyf[j] * xhat) - comp[i][j];
-          const float t = total[i][j] + term;
-          comp[i][j] = (t - total[i][j]) - term;
-          total[i][j] = t;
+          for (int j = 0; j < 8; ++j) {
+            const float wj = wsm[v * 8 + j];
+            const float xhat = xf[j] * rstd;
+            const float sig = kKeepSig ? sg[i][j] : gate ? Sigmoid(zf[j]) : 1.f;
+            const float s = gate ? zf[j] * sig : 1.f;
+            dxf[j] = rstd * (dyf[j] * wj * s - xhat * mean);
+            dzf[j] = dyf[j] * xhat * wj * sig * (1.f + zf[j] * (1.f - sig));
+            // With the gate, dy * x is exact in FP32 (two BF16 values), so the dw
+            // term carries the roundings of rstd * silu(z) and of one product
+            // only: at |z| near 30 that halved the worst dw error.
+            const float term = (gate ? dyf[j] * xf[j] * (rstd * s) : dyf[j] * xhat) - comp[i][j];
+            const float t = total[i][j] + term;
+            comp[i][j] = (t - total[i][j]) - term;
+            total[i][j] = t;
+          }
+          if (!active) continue;
+          if (p.dh_in != nullptr) {
+            float d[8];
+            Unpack(__ldcs(dh + v), d);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) dxf[j] += d[j];
+          }
+          Store(dx + v, Pack(dxf));
+          if (gate) Store(dz + v, Pack(dzf));
         }
-        if (!active) continue;
-        if (p.dh_in != nullptr) {
-          float d[8];
-          Unpack(__ldcs(dh + v), d);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) dxf[j] += d[j];
-        }
-        Store(dx + v, Pack(dxf));
-        if (gate) Store(dz + v, Pack(dzf));
-      }
+      }  // d
       if (kPrefetch) {
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
-          xr[i] = nx[i];
-          dyr[i] = ndy[i];
-          zr[i] = nz[i];
+          xr[0][i] = nx[i];
+          dyr[0][i] = ndy[i];
+          zr[0][i] = nz[i];
         }
       }
     }
@@ -810,7 +842,7 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
   return nullptr;
 }
 
-#define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(0, 1) X(0, 2)
+#define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(0, 2)
 
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate) {
   if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads

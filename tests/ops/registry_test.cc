@@ -118,7 +118,8 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
       ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
       ASSERT_LE(p.partials, DetTargetPartials(dim));
       ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
-      ASSERT_EQ(p.rows_per_block % BackwardRowConfig(dim).rows_per_cta(), 0);
+      ASSERT_EQ(p.rows_per_block % BwdRowsPerStep(BackwardRowConfig(dim)), 0)
+          << "whole steps of the row groups a CTA loads together";
       ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
     }
   }
@@ -183,12 +184,16 @@ TEST(RegistryTest, SplitBackwardGeometry) {
 
 TEST(RegistryTest, KbRowBlocksCoverRows) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
-  for (int64_t tokens : {1, 7, 1024, 46593, 131072}) {
-    StepSpec spec = *Canonicalize(testing::RowsSpec(tokens, 4096, false));
-    const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
-    ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
-    ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
-    ASSERT_LE(g.grid.x(), 132u * BackwardRowConfig(4096).ctas_per_sm(BwdThreadsPerSm(BackwardRowConfig(4096).vecs_per_thread)));
+  for (int64_t dim : {128, 256, 4096}) {
+    const RowConfig cfg = BackwardRowConfig(dim);
+    for (int64_t tokens : {1, 7, 1024, 46593, 131072}) {
+      StepSpec spec = *Canonicalize(testing::RowsSpec(tokens, dim, false));
+      const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
+      ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
+      ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
+      ASSERT_LE(g.grid.x(), 132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread)));
+      ASSERT_EQ(g.rows_per_block % BwdRowsPerStep(cfg), 0) << dim;
+    }
   }
 }
 
