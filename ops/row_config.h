@@ -103,16 +103,18 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 }
 
 // The flat forward: one row group per CTA and no persistent loop, so that
-// the hardware overlaps many rows per SM. A row of up to 32 vectors in a
-// sub-warp group of 8..32 lanes, one vector per thread (several rows per
-// 256-thread CTA, 2048 threads per SM); a wider row in one CTA of whole warps
-// (up to 1024 threads), two vectors per thread: 32 bytes of x in flight per
-// thread where one vector had left the SM short of bytes in flight (H200,
-// H = 1536 and 2048: 0.78-0.82x the time).
+// the hardware overlaps many rows per SM. A row of up to 64 vectors in a
+// sub-warp group of 8..32 lanes (several rows per 256-thread CTA), one
+// vector per thread up to 16 vectors (2048 threads per SM), two above; a
+// wider row in one CTA of whole warps (up to 1024 threads), two vectors per
+// thread. Two vectors where one left the SM short of bytes in flight (H200:
+// H = 1536 and 2048 0.78-0.82x the time, D = 256 views 0.91-0.94x); at
+// D = 128 (gated rows) 8 lanes of two vectors were 1-4% slower than 16 of one.
 inline constexpr int kMaxFlatBlock = 1024;
 constexpr RowConfig FlatRowConfig(int64_t dim) {
   const int64_t vecs = dim / kVecElems;
-  if (vecs <= 32) return MakeRowConfig(dim, vecs <= 8 ? 8 : NextPow2(vecs));
+  if (vecs <= 16) return MakeRowConfig(dim, vecs <= 8 ? 8 : 16);
+  if (vecs <= 32) return MakeRowConfig(dim, 16);  // two vectors per thread
   if (vecs <= 64) return MakeRowConfig(dim, 32);
   RowConfig c;
   c.vecs_per_thread = 2;

@@ -842,7 +842,7 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
   return nullptr;
 }
 
-#define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(0, 2)
+#define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(16, 2) X(32, 2) X(0, 2)
 
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate) {
   if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads

@@ -165,8 +165,8 @@ TEST(PlannerTest, SinglePhases) {
 TEST(PlannerTest, PerHeadViewsAndGatedOp) {
   const Plan q = MustPlan(HeadsSpec(4096, 24, 256, 8192, 256));
   EXPECT_EQ(q.launches(0).program(), "rmsnorm.fwd.flat");
-  EXPECT_EQ(q.launches(0).block().x(), 256u);  // 8 rows of 32 lanes per CTA
-  EXPECT_EQ(q.launches(0).grid().x(), 4096u * 24 / 8);
+  EXPECT_EQ(q.launches(0).block().x(), 256u);  // 16 rows of 16 lanes per CTA
+  EXPECT_EQ(q.launches(0).grid().x(), 4096u * 24 / 16);
   StepSpec gate = HeadsSpec(8192, 32, 128);
   gate.set_op(RMSNORM_SILU_GATE);
   gate.set_deterministic(true);

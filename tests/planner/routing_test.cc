@@ -191,13 +191,15 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_FORWARD)->program->id);
   };
   EXPECT_EQ(forward(RowsSpec(131072, 2048)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(32768, 2304)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(32769, 2304)), "rmsnorm.fwd.cta");
-  EXPECT_EQ(forward(RowsSpec(1, 2560)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(131072, 2304)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(65536, 2560)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   StepSpec residual = RowsSpec(65536, 6144);
   residual.set_residual(true);
+  EXPECT_EQ(forward(residual), "rmsnorm.fwd.loop");
+  residual.mutable_layout()->set_dim(3072);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.loop");
   residual.mutable_layout()->set_dim(2048);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat");
