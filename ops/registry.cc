@@ -62,11 +62,12 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
   return g;
 }
 
-// The backward keeps the weight in shared memory as FP32 and folds its row
-// groups' dw sums there, one FP64 row each.
-int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim) {
+// The backward keeps the weight in shared memory as FP32, folds its row
+// groups' dw sums there, one FP64 row each, and (BwdAsyncStages) copies the
+// next rows into a ring there.
+int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
   const int64_t fold_rows = cfg.rows_per_cta() > 1 ? cfg.rows_per_cta() : 0;
-  return static_cast<int32_t>(dim * 4 + fold_rows * dim * 8);
+  return static_cast<int32_t>(dim * 4 + fold_rows * dim * 8 + BwdRingBytes(cfg, gate));
 }
 
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
@@ -77,7 +78,7 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, spec.op() == RMSNORM_SILU_GATE);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
@@ -114,7 +115,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), BwdRowsPerStep(cfg));
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, spec.op() == RMSNORM_SILU_GATE);
   return g;
 }
 

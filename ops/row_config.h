@@ -167,6 +167,19 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   return c;
 }
 
+// Stages of the shared-memory ring through which a backward thread copies
+// its vectors of the next rows asynchronously (cp.async), where a CTA holds
+// one row of 2 vectors per thread: 3 (the current row and two ahead), 0
+// elsewhere (loads into registers). 16 bytes per vector, tensor (x, dy, and
+// z with the gate) and stage: 192 bytes per thread (288 with z), so that
+// 768 (512) threads per SM use 144 KB besides the weight.
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread) {
+  return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2 ? 3 : 0;
+}
+constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
+  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread)} * (gate ? 3 : 2) *
+         c.vecs_per_thread * c.block * 16;
+}
 // Rows a backward CTA takes per step; its blocks of rows are multiples of it.
 constexpr int64_t BwdRowsPerStep(const RowConfig& c) {
   return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread);

@@ -97,6 +97,28 @@ __device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
                : "memory");
 }
 
+// Asynchronous 16-byte copies from global into shared memory (sm_80+),
+// bypassing L1 and marked evict-first in L2 (`policy`, EvictFirstPolicy):
+// activations read once, as __ldcs reads them. A thread's copies form
+// groups (CommitCopies); WaitCopies<N> returns once at most N of its groups
+// are still in flight.
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void CopyAsync(uint4* dst, const uint4* src, uint64_t policy) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // sigmoid(z) = 1 / (1 + 2^(-z log2(e))) on the special-function unit: one
 // ex2.approx and one rcp.approx (relative error about 2^-21 each) in place of
 // expf and an IEEE division, which cost the gated kernels a large share of
@@ -444,8 +466,15 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 template <int TPR, int VPT, bool kGate>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
+  // Where one row fills the CTA with 2 vectors per thread, the next rows are
+  // copied asynchronously into a ring of kStages rows (BwdAsyncStages).
+  constexpr int kStages = BwdAsyncStages(TPR, VPT);
+  constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
+  static_assert(kStages == 0 || kRows == 1, "the ring takes the fold's place");
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
-  // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned).
+  // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned), or
+  // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
+  // own (it reads only what it copied, so no barrier guards the ring).
   extern __shared__ float smem[];
   __shared__ float scratch[MaxBlockOf(TPR) / 32];
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
@@ -457,6 +486,45 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   constexpr bool gate = kGate;  // a template parameter: no z registers without it
   float* const wsm = smem;
   double* const fold = reinterpret_cast<double*>(smem + dim);
+  uint4* const ring = reinterpret_cast<uint4*>(smem + dim);
+  const uint64_t policy = kStages > 0 ? EvictFirstPolicy() : 0;
+  // The ring slot of vector i of tensor t in stage `stage`.
+  auto slot_of = [&](int stage, int t, int i) {
+    return ring + ((stage * kTensors + t) * VPT + i) * blockDim.x + threadIdx.x;
+  };
+  // The rows this CTA takes, block after block, as a stream from which the
+  // ring is filled kStages - 1 rows ahead of the row being reduced, across
+  // the blocks' edges: copy_next copies this thread's vectors of the
+  // stream's next row into a stage as one group of copies (an empty group
+  // past the last row, so that every step commits one and WaitCopies counts
+  // rows).
+  int64_t copy_block = blockIdx.x;
+  int64_t copy_row = copy_block * p.rows_per_block;
+  auto copy_next = [&](int stage) {
+    if (copy_block < p.blocks) {
+      const int64_t off = RowOffset(p.layout, copy_row);
+      const void* const src[3] = {p.x, p.dy, p.z};
+#pragma unroll
+      for (int t = 0; t < kTensors; ++t) {
+        const uint4* s = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(src[t]) + off);
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+          const int64_t v = lane + int64_t{i} * tpr;
+          if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v, policy);
+        }
+      }
+      if (++copy_row == min(p.layout.rows, (copy_block + 1) * p.rows_per_block)) {
+        copy_block += gridDim.x;
+        copy_row = copy_block * p.rows_per_block;
+      }
+    }
+    CommitCopies();
+  };
+  int stage = 0;  // the ring stage of the row being reduced
+  if constexpr (kStages > 0) {
+#pragma unroll
+    for (int k = 0; k < kStages - 1; ++k) copy_next(k);
+  }
 
   StageWeight(p.w, p.w_fp32, vecs, wsm);
 
@@ -477,7 +545,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // step's are loaded before the current one is reduced. Each thread adds
     // its rows' dw terms in row order either way.
     constexpr int kDepth = BwdRowsInFlight(TPR, VPT);
-    constexpr bool kPrefetch = kDepth == 1 && VPT <= 2;
+    constexpr bool kPrefetch = kDepth == 1 && VPT <= 2 && kStages == 0;
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
     if (kPrefetch) {
       const int64_t row = begin + group;
@@ -488,7 +556,22 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     }
     for (int64_t base = begin; base < end; base += kRows * kDepth) {
       uint4 nx[VPT], ndy[VPT], nz[VPT];
-      if (kPrefetch) {
+      if constexpr (kStages > 0) {
+        // One row per step: copy the stream's row kStages - 1 ahead, wait
+        // for this one's copies (the newer groups may stay in flight), read
+        // it.
+        copy_next((stage + kStages - 1) % kStages);
+        WaitCopies<kStages - 1>();
+#pragma unroll
+        for (int i = 0; i < VPT; ++i) {
+          const bool in = lane + int64_t{i} * tpr < vecs;
+          const uint4 zero = make_uint4(0, 0, 0, 0);
+          xr[0][i] = in ? *slot_of(stage, 0, i) : zero;
+          dyr[0][i] = in ? *slot_of(stage, 1, i) : zero;
+          zr[0][i] = in && gate ? *slot_of(stage, kTensors - 1, i) : zero;
+        }
+        stage = stage + 1 == kStages ? 0 : stage + 1;
+      } else if (kPrefetch) {
         const int64_t nrow = base + group + kRows;
         const bool nactive = nrow < end;
         const int64_t noff = nactive ? RowOffset(p.layout, nrow) : 0;

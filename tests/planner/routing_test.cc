@@ -176,7 +176,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(8192, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16383, 6144, det)), "rmsnorm.bwd.split");
+    const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
+    EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
+    EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
     EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
         << "split runs dims up to 8192";
     StepSpec view = HeadsSpec(4096, 4, 256);
