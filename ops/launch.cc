@@ -38,7 +38,7 @@ absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::
 
 RowLayout LayoutOf(const StepSpec& spec) {
   const RowShape s = RowShapeOf(spec);
-  return RowLayout{s.rows(), s.heads, s.dim, s.token_stride, s.head_stride};
+  return MakeRowLayout(s.rows(), s.heads, s.dim, s.token_stride, s.head_stride);
 }
 
 absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launch& launch,

@@ -30,7 +30,8 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 }
 
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
-  if (l.heads == 1) return r * l.token_stride;
+  // Rows at one stride (packed rows, contiguous views): no division.
+  if (l.row_stride != 0) return r * l.row_stride;
   const int64_t t = r / l.heads;
   return t * l.token_stride + (r - t * l.heads) * l.head_stride;
 }
@@ -74,7 +75,7 @@ __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v,
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
     f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
   } else {
-    Unpack(reinterpret_cast<const uint4*>(w)[v], f);
+    Unpack(__ldg(reinterpret_cast<const uint4*>(w) + v), f);
   }
 }
 
@@ -196,16 +197,26 @@ __device__ __forceinline__ float GroupSum(float v, float* scratch) {
   if constexpr (TPR > 0 && TPR <= 32) {
     return v;
   } else {
-    // TPR = 0: the CTA is one row, of blockDim.x / 32 warps.
-    const int warps = TPR > 0 ? TPR / 32 : static_cast<int>(blockDim.x / 32);
-    const int warp = threadIdx.x / 32;
+    // The CTA is one row. TPR > 32: TPR / 32 warps, summed in order (a
+    // compile-time loop). TPR = 0: blockDim.x / 32 warps (up to 32), summed
+    // by every warp in the same butterfly order, so all threads get the
+    // same bits (a loop of run-time length cost the wide rows' forward
+    // 3-8% on the H200).
+    const int lane = threadIdx.x % 32;
     __syncthreads();  // the previous call's readers are done with scratch
-    if (threadIdx.x % 32 == 0) scratch[warp] = v;
+    if (lane == 0) scratch[threadIdx.x / 32] = v;
     __syncthreads();
-    const int first = warp / warps * warps;
-    float s = 0.f;
-    for (int i = 0; i < warps; ++i) s += scratch[first + i];
-    return s;
+    if constexpr (TPR > 0) {
+      float s = 0.f;
+#pragma unroll
+      for (int i = 0; i < TPR / 32; ++i) s += scratch[i];
+      return s;
+    } else {
+      float s = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0.f;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      return s;
+    }
   }
 }
 
@@ -450,6 +461,10 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 #pragma unroll 2
   for (int64_t v = threadIdx.x; v < vecs; v += kLoopBlock) {
     float out[8], wf[8];
+    // A plain load, which the compiler splits into four 4-byte loads (the
+    // value is only unpacked): they find the row in L1. Forced into one
+    // 16-byte load through __ldg (the non-coherent path) or __ldcg (L2),
+    // pass 2 ran 1.1-2.1x slower on the H200.
     Unpack(src[v], out);
     LoadWeightL1(p.w, p.w_fp32, v, wf);
 #pragma unroll

@@ -10,14 +10,25 @@ namespace cake {
 
 // Where row r of the activation tensors starts: token = r / heads,
 // head = r % heads, offset = token * token_stride + head * head_stride
-// (elements, 64-bit).
+// (elements, 64-bit); that is r * row_stride where the rows follow each
+// other at one stride (one head, or heads back to back in a token), and
+// row_stride is 0 where they do not (MakeRowLayout).
 struct RowLayout {
   int64_t rows;
   int64_t heads;
   int64_t dim;
   int64_t token_stride;
   int64_t head_stride;
+  int64_t row_stride;
 };
+
+inline RowLayout MakeRowLayout(int64_t rows, int64_t heads, int64_t dim, int64_t token_stride,
+                               int64_t head_stride) {
+  const int64_t row_stride = heads == 1                            ? token_stride
+                             : token_stride == heads * head_stride ? head_stride
+                                                                   : 0;
+  return RowLayout{rows, heads, dim, token_stride, head_stride, row_stride};
+}
 
 // Forward: y = bf16(h * rstd * w [* silu(z)]), rstd = 1 / sqrt(mean(h^2) + eps),
 // h = x, or h = bf16(x + residual) written out with the fused residual.

@@ -80,7 +80,7 @@ void StepBuffers::Poison() {
 
 RefInputs StepBuffers::Inputs(bool with_backward) const {
   const RowShape s = RowShapeOf(spec_);
-  return RefInputs{RowLayout{s.rows(), s.heads, s.dim, s.token_stride, s.head_stride},
+  return RefInputs{MakeRowLayout(s.rows(), s.heads, s.dim, s.token_stride, s.head_stride),
                    b.x, b.residual, b.z, b.w, spec_.weight_dtype() == FP32,
                    with_backward ? b.dy : nullptr, b.dh_in, spec_.eps()};
 }
