@@ -62,7 +62,7 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
       f = forward ? RowForwardFlatKernel(tpr, vpt, gate) : RowBackwardSplitKernel(tpr, vpt, gate);
       break;
     case RowKernel::kLoop:
-      f = forward && !gate ? RowForwardLoopKernel(spec.residual()) : nullptr;
+      f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim)) : nullptr;
       break;
   }
   if (f == nullptr) {

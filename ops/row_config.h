@@ -148,6 +148,10 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
   return c;
 }
 
+// Whether the looped forward's loops step by blockDim.x rather than by the
+// constant kLoopBlock (RowForwardLoop): from 4 vectors per thread.
+constexpr bool LoopRuntimeStride(int64_t dim) { return dim / kVecElems >= 4 * kLoopBlock; }
+
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
 // one row group each, as the flat forward but with at most 4 vectors per
 // thread in a CTA-wide row (dim <= 8192), and dw CTAs that sum a column tile

@@ -107,8 +107,9 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate);
 // The looped forward of LoopRowConfig (rmsnorm_train), with or without the
-// fused residual add.
-const void* RowForwardLoopKernel(bool residual);
+// fused residual add, stepping by a constant or (LoopRuntimeStride) by
+// blockDim.x.
+const void* RowForwardLoopKernel(bool residual, bool runtime_stride);
 // The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch).
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();

@@ -317,9 +317,12 @@ TEST_F(GpuTest, LoopForwardWithinBudget) {
   specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
   specs.push_back(RowsSpec(4099, 4096, true));
   specs.back().set_weight_dtype(FP32);
+  // The residual at both loop strides (LoopRuntimeStride from H = 8192).
   for (int64_t tokens : {7, 16384}) {
-    specs.push_back(RowsSpec(tokens, 6144, true));
-    specs.back().set_residual(true);
+    for (int64_t dim : {6144, 8192}) {
+      specs.push_back(RowsSpec(tokens, dim, true));
+      specs.back().set_residual(true);
+    }
   }
   specs.push_back(RowsSpec(3001, 2560, true));
   specs.back().set_residual(true);
