@@ -22,11 +22,18 @@ CUPTI is unavailable, and the output says so), the kernel set of every replay
 checked. Same table and JSON (bench.proto field names) as `cake bench`.
 
   python3 bench/peers.py --bin build/bin --lib build/lib --json peers.json \\
-      [--filter TEXT] [--ops fwd,bwd] [--part K/N] [--cake-json cake.json]
+      [--filter TEXT] [--ops fwd,bwd] [--part K/N] [--cake-json cake.json] \\
+      [--budget-s S] [--skip-done earlier.json,...]
 
 --cake-json: a `cake bench` report of the same run; rows present in both are
 printed side by side with the A/A floor, since Cake's figure should not depend
 on the harness.
+
+The whole suite with both compile modes takes longer than one run may (5-25 s
+of compiling per function and shape): --budget-s stops before the first case
+that would end past S seconds (judged by the longest case so far) and still
+prints the table and writes the report, and --skip-done leaves out the cases
+of earlier reports, so that runs one after another cover the suite.
 """
 import argparse
 import ctypes
@@ -515,6 +522,21 @@ def list_cases(args):
             return [Case(r) for r in json.load(f)["rows"]]
 
 
+def done_cases(paths):
+    """The (shape, op) pairs of the rows of the reports at `paths`."""
+    done = set()
+    for path in paths:
+        with open(path) as f:
+            done.update((r["shape"], r["op"]) for r in json.load(f)["rows"])
+    return done
+
+
+def fits_budget(elapsed, durations, budget):
+    """Whether one more case fits in `budget` seconds after `elapsed`: the first
+    case always runs; later ones are judged by the longest case so far."""
+    return budget is None or not durations or elapsed + max(durations) <= budget
+
+
 class Progress:
     def __init__(self, total):
         self.total, self.start, self.tty = total, time.time(), sys.stderr.isatty()
@@ -598,6 +620,7 @@ def compare_with_cake_bench(report, path):
 
 
 def main():
+    start = time.time()  # --budget-s counts from here
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "bin"),
@@ -618,7 +641,19 @@ def main():
     ap.add_argument("--timer", default="cupti", choices=("cupti", "events"))
     ap.add_argument("--json", help="write the report here")
     ap.add_argument("--cake-json", help="a cake bench report to compare Cake's times with")
+    ap.add_argument("--budget-s", type=float,
+                    help="stop before a case that would end past this many seconds from the "
+                         "start")
+    ap.add_argument("--skip-done", help="reports (comma-separated) whose cases are left out")
     args = ap.parse_args()
+    if args.budget_s is not None and args.budget_s <= 0:
+        ap.error(f"--budget-s: {args.budget_s} is not a positive number of seconds")
+    done = set()
+    if args.skip_done:
+        try:
+            done = done_cases([p for p in args.skip_done.split(",") if p])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--skip-done {args.skip_done}: not a report ({type(e).__name__}: {e})")
     args.modes = [m for m in args.modes.split(",") if m]
     for m in args.modes:
         if m not in MODES:
@@ -628,6 +663,8 @@ def main():
         return 3
 
     cases = list_cases(args)
+    kept = [c for c in cases if (c.shape, c.op) not in done]
+    skipped, cases = len(cases) - len(kept), kept
     cake = Cake(args.lib)
     timer = Timer(args.lib, args.timer == "events")
     configure_dynamo()
@@ -647,13 +684,26 @@ def main():
         report["deviations"].append(f"part {args.part} of the cases")
     if tuple(args.modes) != MODES:
         report["deviations"].append("torch.compile modes: " + ", ".join(args.modes))
+    if skipped:
+        report["deviations"].append(f"{skipped} case(s) left out: in {args.skip_done}")
     report["machine"]["driver"] = report["machine"]["driver"] or "unknown"
     report["copy_gbps"] = copy_bandwidth(timer)
     progress = Progress(len(cases))
     print(f"peers.py: {len(cases)} case(s), torch {torch.__version__}, modes "
           f"{', '.join(args.modes)}", file=sys.stderr)
+    durations = []
     for i, case in enumerate(cases):
+        if not fits_budget(time.time() - start, durations, args.budget_s):
+            left = cases[i:]
+            report["deviations"].append(
+                f"stopped by --budget-s {args.budget_s:g} after {i} of {len(cases)} case(s); "
+                f"left: " + "; ".join(f"{c.shape} {c.op}" for c in left))
+            print(f"peers.py: --budget-s {args.budget_s:g}: {len(left)} case(s) left for a "
+                  f"later run (--skip-done {args.json or 'REPORT'})", file=sys.stderr)
+            break
+        case_start = time.time()
         row = run_case(case, args, cake, timer, compiled)
+        durations.append(time.time() - case_start)
         summarize(row, report["copy_gbps"])
         report["rows"].append(row)
         progress.update(i + 1, f"{case.shape} {case.op}")
