@@ -197,6 +197,33 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
   }
 }
 
+// The backward's shared memory (weight, fold or ring) fits one CTA's opt-in
+// limit, and the CTAs per SM that its grid counts as resident fit the SM's
+// shared memory together (the H200's 228 KB, 1 KB reserved per CTA), at
+// every dim, with and without z.
+TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
+    const RowConfig cfg = BackwardRowConfig(dim);
+    for (bool gate : {false, true}) {
+      StepSpec spec = testing::RowsSpec(65536, dim, true, {BACKWARD});
+      if (gate) spec.set_op(RMSNORM_SILU_GATE);
+      spec = *Canonicalize(spec);
+      for (const char* id : {"det.partials", "kb"}) {
+        const std::string program =
+            std::string(gate ? "rmsnorm_silu_gate.bwd." : "rmsnorm.bwd.") + id;
+        const Geometry g = FindProgram(program)->geometry(spec, h200);
+        ASSERT_LE(g.dynamic_smem_bytes, h200.max_smem_per_block_optin) << program << " " << dim;
+        const int64_t ctas = cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
+        ASSERT_LE(ctas * (g.dynamic_smem_bytes + kReservedPerCta), kSmemPerSm)
+            << program << " dim " << dim << ": " << ctas << " CTAs of " << g.dynamic_smem_bytes
+            << " bytes";
+      }
+    }
+  }
+}
+
 TEST(RegistryTest, CheckSupportsSaysWhatIsMissing) {
   StepSpec rows = *Canonicalize(testing::RowsSpec(8, 4096, true));
   EXPECT_THAT(std::string(CheckSupports(*FindProgram("rmsnorm.fwd.warp"), rows).message()),
