@@ -167,7 +167,10 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
-     BackwardRowConfig, "backward, fixed row blocks (shape only), one FP64 dw partial row per block"},
+     BackwardRowConfig,
+     "backward, fixed row blocks (shape only), one FP64 dw partial row per block; the next two "
+     "rows copied into shared memory (cp.async) where a row fills the CTA, three row groups "
+     "loaded per step up to 256 columns"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
@@ -177,7 +180,9 @@ const ProgramInfo kPrograms[] = {
      RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",
-     BackwardRowConfig, "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics"},
+     BackwardRowConfig,
+     "backward, one row block per persistent CTA, Kahan FP32 dw sums, FP64 atomics; rows "
+     "loaded as in det.partials"},
     {"rmsnorm_silu_gate.fwd.warp", RMSNORM_SILU_GATE, Stage::kForward, true, 8,
      kMaxWarpRowDim, true, false, false, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "gated forward, a warp (or 8/16 lanes) per row, persistent grid"},
