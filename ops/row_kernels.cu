@@ -129,8 +129,13 @@ __device__ __forceinline__ float Sigmoid(float z) {
 }
 
 // The backward's element formulas (the fused RowBackward writes the same
-// out; see there). g = dy * w * s with s = silu(z) (1 without the gate);
-// `mean` is the row's mean of g * xhat.
+// out; see there). g = dy * w * s with s = silu(z) (1 without the gate),
+// xhat = x * rstd and mean = mean(g * xhat) over the row:
+//   dx = rstd * (g - xhat * mean) = rstd * g - x * c,  c = rstd^2 * mean,
+//   dz = dy * w * xhat * sigmoid(z) * (1 + z * (1 - sigmoid(z)))
+//      = dy * w * xhat * (sig + s * (1 - sig)).
+// The row sum is taken of g * x and scaled by rstd once (RowCoef), so a
+// row's rstd is needed only after its sum.
 struct GateTerms {
   float sig;  // sigmoid(z), 1 without the gate
   float s;    // silu(z), 1 without the gate
@@ -145,18 +150,21 @@ __device__ __forceinline__ GateTerms GateOf(float z) {
   }
 }
 
-// One element's term of the row sum of g * xhat.
-__device__ __forceinline__ float DotTerm(float x, float dy, float w, float s, float rstd) {
-  return dy * w * s * (x * rstd);
+// One element's term of the row sum of g * x.
+__device__ __forceinline__ float DotTerm(float x, float dy, float w, float s) { return dy * w * s * x; }
+
+// c of the dx formula from the row sum of g * x.
+__device__ __forceinline__ float RowCoef(float sum, float rstd, float inv_dim) {
+  return rstd * rstd * (sum * rstd * inv_dim);
 }
 
 // dx and (with the gate) dz of one element.
 template <bool kGate>
-__device__ __forceinline__ void ElementGrads(float x, float dy, float w, float z, GateTerms g,
-                                             float rstd, float mean, float& dx, float& dz) {
-  const float xhat = x * rstd;
-  dx = rstd * (dy * w * g.s - xhat * mean);
-  if constexpr (kGate) dz = dy * xhat * w * g.sig * (1.f + z * (1.f - g.sig));
+__device__ __forceinline__ void ElementGrads(float x, float dy, float w, GateTerms g, float rstd,
+                                             float c, float& dx, float& dz) {
+  const float dyw = dy * w;
+  dx = fmaf(dyw * g.s, rstd, -x * c);
+  if constexpr (kGate) dz = dyw * (x * rstd) * fmaf(g.s, 1.f - g.sig, g.sig);
 }
 
 // Adds one element's dw term to a Kahan sum: `total`, and `comp`, the low
@@ -577,6 +585,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     }
     for (int64_t base = begin; base < end; base += kRows * kDepth) {
       uint4 nx[VPT], ndy[VPT], nz[VPT];
+      const int cur = stage;  // the ring stage of this step's row
       if constexpr (kStages > 0) {
         // One row per step: copy the stream's row kStages - 1 ahead, wait
         // for this one's copies (the newer groups may stay in flight), read
@@ -610,11 +619,15 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zr[d]);
         }
       }
+      // Several row groups in flight: their rstd loads go with their rows'.
+      // One: the load is issued after pass 1 and waited for across the row
+      // sum's barriers (issued earlier, it held a register through pass 1 and
+      // the wide instances spilled).
       float rstds[kDepth];
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
         const int64_t row = base + group + d * kRows;
-        rstds[d] = row < end ? p.rstd[row] : 0.f;
+        if (kDepth > 1) rstds[d] = row < end ? p.rstd[row] : 0.f;
       }
 
 #pragma unroll
@@ -622,8 +635,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         const int64_t row = base + group + d * kRows;
         const bool active = row < end;
         const int64_t off = active ? RowOffset(p.layout, row) : 0;
-        const float rstd = rstds[d];
-        // Pass 1: mean(g * xhat) over the row, g = dy * w [* silu(z)]. With the
+        // Pass 1: the row sum of g * x, g = dy * w [* silu(z)], scaled by rstd
+        // only after it (RowCoef), so the rstd load is not waited for here. With the
         // gate and one vector per thread, sigmoid(z) is kept for pass 2 (with
         // more vectors, keeping it spilled more than recomputing it costs).
         constexpr bool kKeepSig = kGate && VPT == 1;
@@ -642,11 +655,11 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             const float sig = gate ? Sigmoid(zf[j]) : 1.f;
             if (kKeepSig) sg[i][j] = sig;
             const float s = gate ? zf[j] * sig : 1.f;
-            dot += dyf[j] * wsm[v * 8 + j] * s * (xf[j] * rstd);
+            dot += dyf[j] * wsm[v * 8 + j] * s * xf[j];
           }
         }
-        dot = GroupSum<TPR>(dot, scratch);
-        const float mean = dot * inv_dim;
+        const float rstd = kDepth > 1 ? rstds[d] : active ? p.rstd[row] : 0.f;
+        const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, inv_dim);
 
         // Pass 2: dx, dz, and the dw terms.
         uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
@@ -658,17 +671,24 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           const int64_t v = lane + int64_t{i} * tpr;
           if (v >= vecs) continue;
           float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
+          if constexpr (kStages > 0) {
+            // The row again from the ring rather than kept in registers
+            // through the row sum.
+            xr[0][i] = *slot_of(cur, 0, i);
+            dyr[0][i] = *slot_of(cur, 1, i);
+            if (gate) zr[0][i] = *slot_of(cur, kTensors - 1, i);
+          }
           Unpack(xr[d][i], xf);
           Unpack(dyr[d][i], dyf);
           Unpack(zr[d][i], zf);
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            const float wj = wsm[v * 8 + j];
+            const float dyw = dyf[j] * wsm[v * 8 + j];
             const float xhat = xf[j] * rstd;
             const float sig = kKeepSig ? sg[i][j] : gate ? Sigmoid(zf[j]) : 1.f;
             const float s = gate ? zf[j] * sig : 1.f;
-            dxf[j] = rstd * (dyf[j] * wj * s - xhat * mean);
-            dzf[j] = dyf[j] * xhat * wj * sig * (1.f + zf[j] * (1.f - sig));
+            dxf[j] = fmaf(dyw * s, rstd, -xf[j] * c);
+            dzf[j] = dyw * xhat * fmaf(s, 1.f - sig, sig);
             // With the gate, dy * x is exact in FP32 (two BF16 values), so the dw
             // term carries the roundings of rstd * silu(z) and of one product
             // only: at |z| near 30 that halved the worst dw error.
@@ -820,10 +840,10 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         weight(i, v, wf);
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) dot += DotTerm(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]).s, rstd);
+        for (int j = 0; j < 8; ++j) dot += DotTerm(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]).s);
       }
       // Every thread of the CTA reaches this (a CTA-wide row synchronizes).
-      const float mean = GroupSum<TPR>(dot, scratch) / static_cast<float>(dim);
+      const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, 1.0f / static_cast<float>(dim));
       if (!active) continue;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
@@ -836,8 +856,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          ElementGrads<kGate>(xf[j], dyf[j], wf[j], zf[j], GateOf<kGate>(zf[j]), rstd, mean, dxf[j],
-                              dzf[j]);
+          ElementGrads<kGate>(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]), rstd, c, dxf[j], dzf[j]);
         }
         StoreGrads<kGate>(p, off, v, dxf, dzf);
       }
