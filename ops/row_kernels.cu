@@ -64,9 +64,12 @@ __device__ __forceinline__ uint4 AddResidual(const uint4& x, const uint4& residu
   return Pack(a);
 }
 
-// Activations are touched once per launch: stream them past L2 (evict
-// first) so they do not push out what is reused (the weight, rstd, sums).
-__device__ __forceinline__ void Store(uint4* dst, const uint4& v) { __stcs(dst, v); }
+// Stores and loads of activations use L2's default policy. Marked
+// evict-first (__stcs / __ldcs: touched once per launch) they ran up to 6%
+// slower on the H200 (flat forward, gated and per-head rows, the backward's
+// dx); only the looped forward keeps streaming stores (StoreStreaming).
+__device__ __forceinline__ void Store(uint4* dst, const uint4& v) { *dst = v; }
+__device__ __forceinline__ void StoreStreaming(uint4* dst, const uint4& v) { __stcs(dst, v); }
 
 __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
   if (w_fp32) {
@@ -99,20 +102,13 @@ __device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
 }
 
 // Asynchronous 16-byte copies from global into shared memory (sm_80+),
-// bypassing L1 and marked evict-first in L2 (`policy`, EvictFirstPolicy):
-// activations read once, as __ldcs reads them. A thread's copies form
-// groups (CommitCopies); WaitCopies<N> returns once at most N of its groups
-// are still in flight.
-__device__ __forceinline__ uint64_t EvictFirstPolicy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ void CopyAsync(uint4* dst, const uint4* src, uint64_t policy) {
+// bypassing L1, with L2's default policy: marked evict-first (as __ldcs
+// loads are), the fused backward ran up to 1.13x the time on the H200. A
+// thread's copies form groups (CommitCopies); WaitCopies<N> returns once at
+// most N of its groups are still in flight.
+__device__ __forceinline__ void CopyAsync(uint4* dst, const uint4* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-               "l"(policy)
-               : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
 __device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
@@ -187,7 +183,7 @@ __device__ __forceinline__ void StoreGrads(const RowBackwardParams& p, int64_t o
                                            float (&dxf)[8], const float (&dzf)[8]) {
   if (p.dh_in != nullptr) {
     float d[8];
-    Unpack(__ldcs(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off) + v), d);
+    Unpack(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off)[v], d);
 #pragma unroll
     for (int j = 0; j < 8; ++j) dxf[j] += d[j];
   }
@@ -228,18 +224,16 @@ __device__ __forceinline__ float GroupSum(float v, float* scratch) {
   }
 }
 
-// Vector v of the row at element offset `off` (zero if !in), cached
-// normally: for rows that another CTA reads again soon.
+// Vector v of the row at element offset `off` (zero if !in), through the
+// read-only path: for rows that another CTA reads again soon.
 __device__ __forceinline__ uint4 LoadCached(const void* base, int64_t off, int64_t v, bool in) {
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
   return in ? __ldg(src + v) : make_uint4(0, 0, 0, 0);
 }
 
 // The packed vectors of the row at element offset `off` (zeros where the row
-// or the vector is out of range). kStream: read once, evict first from L2;
-// else LoadCached.
-
-template <int VPT, bool kStream = true>
+// or the vector is out of range): plain loads, or LoadCached (kCached).
+template <int VPT, bool kCached = false>
 __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool active, int lane,
                                         int tpr, int64_t vecs, uint4 (&out)[VPT]) {
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
@@ -247,10 +241,10 @@ __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool acti
   for (int i = 0; i < VPT; ++i) {
     const int64_t v = lane + int64_t{i} * tpr;
     const bool in = active && v < vecs;
-    if constexpr (kStream) {
-      out[i] = in ? __ldcs(src + v) : make_uint4(0, 0, 0, 0);
-    } else {
+    if constexpr (kCached) {
       out[i] = LoadCached(base, off, v, in);
+    } else {
+      out[i] = in ? src[v] : make_uint4(0, 0, 0, 0);
     }
   }
 }
@@ -311,7 +305,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
           // ahead of the unpacking of x and this kernel's code changes.
           float a[8], b[8];
           Unpack(raw[i], a);
-          Unpack(__ldcs(r + v), b);
+          Unpack(r[v], b);
 #pragma unroll
           for (int j = 0; j < 8; ++j) a[j] += b[j];
           raw[i] = Pack(a);  // normalize h as rounded
@@ -342,7 +336,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
       for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wsm[v * 8 + j];
       if (p.z != nullptr) {
         float zf[8];
-        Unpack(__ldcs(z + v), zf);
+        Unpack(z[v], zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) out[j] *= zf[j] * Sigmoid(zf[j]);
       }
@@ -483,7 +477,7 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
     LoadWeightL1(p.w, p.w_fp32, v, wf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
-    Store(y + v, Pack(out));
+    StoreStreaming(y + v, Pack(out));  // plain stores: 1.02x the time at H = 8192
   }
   if (threadIdx.x == 0) p.rstd[row] = rstd;
 }
@@ -516,7 +510,6 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   float* const wsm = smem;
   double* const fold = reinterpret_cast<double*>(smem + dim);
   uint4* const ring = reinterpret_cast<uint4*>(smem + dim);
-  const uint64_t policy = kStages > 0 ? EvictFirstPolicy() : 0;
   // The ring slot of vector i of tensor t in stage `stage`.
   auto slot_of = [&](int stage, int t, int i) {
     return ring + ((stage * kTensors + t) * VPT + i) * blockDim.x + threadIdx.x;
@@ -539,7 +532,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
           const int64_t v = lane + int64_t{i} * tpr;
-          if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v, policy);
+          if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v);
         }
       }
       if (++copy_row == min(p.layout.rows, (copy_block + 1) * p.rows_per_block)) {
@@ -700,7 +693,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           if (!active) continue;
           if (p.dh_in != nullptr) {
             float d[8];
-            Unpack(__ldcs(dh + v), d);
+            Unpack(dh[v], d);
 #pragma unroll
             for (int j = 0; j < 8; ++j) dxf[j] += d[j];
           }
@@ -799,9 +792,9 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       const int64_t row = first + g * kRows;
       const bool active = row < rows;
       const int64_t off = active ? RowOffset(p.layout, row) : 0;
-      LoadRow<VPT, false>(p.x, off, active, lane, TPR, vecs, xr[g]);
-      LoadRow<VPT, false>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
-      if constexpr (kGate) LoadRow<VPT, false>(p.z, off, active, lane, TPR, vecs, zr[g]);
+      LoadRow<VPT, true>(p.x, off, active, lane, TPR, vecs, xr[g]);
+      LoadRow<VPT, true>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
+      if constexpr (kGate) LoadRow<VPT, true>(p.z, off, active, lane, TPR, vecs, zr[g]);
     }
     // The weight of this thread's columns: with several row groups, loaded
     // once for all of them (with one, kept in registers it spilled at 4
