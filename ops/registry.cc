@@ -73,7 +73,7 @@ int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = BackwardRowConfig(s.dim);
-  const DetPartition p = DetPartitionOf(s.rows(), s.dim);
+  const DetPartition p = DetPartitionOf(s.rows(), s.dim, spec.op() == RMSNORM_SILU_GATE);
   Geometry g;
   const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));

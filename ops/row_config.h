@@ -189,15 +189,20 @@ constexpr int64_t BwdRowsPerStep(const RowConfig& c) {
   return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread);
 }
 
-// The deterministic backward's row partition: a function of (rows, dim) only,
-// never of the SM count or the grid, so its dw partial rows and their reduce
-// order are the same on every device and grid size. The target count of
-// blocks is 256 per backward CTA an SM holds at that dim (1 to 6): about two
-// blocks per resident CTA on an H200, with the partials at most 32 MB (FP64) (dim
-// 16384), inside L2 for the reduce.
-constexpr int64_t DetTargetPartials(int64_t dim) {
+// The deterministic backward's row partition: a function of (rows, dim, op)
+// only, never of the SM count or the grid, so its dw partial rows and their
+// reduce order are the same on every device and grid size. The target count
+// of blocks is 132 per backward CTA an SM holds at that dim and op (1 to 8):
+// one block per CTA of a full wave on a 132-SM H200, with the partials at
+// most 17 MB (FP64) (dim 16384), inside L2 for the reduce. Two blocks per
+// resident CTA (256 per CTA an SM holds, before) left about 3% of the CTAs
+// with one block and wrote twice the partials: 0.92-0.99x the time at 65536
+// rows and more (H200), where 1.45 blocks per CTA (the gated rows, counted
+// with the CTAs of the ungated backward) ran 1.2x.
+inline constexpr int64_t kDetBlocksPerCtaPerSm = 132;
+constexpr int64_t DetTargetPartials(int64_t dim, bool gate) {
   const RowConfig c = BackwardRowConfig(dim);
-  return int64_t{256} * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread));
+  return kDetBlocksPerCtaPerSm * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread, gate));
 }
 
 struct DetPartition {
@@ -211,11 +216,11 @@ struct DetPartition {
 // With one or two rows per block (small T) they had been larger than it.
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
-constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim) {
+constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
   const RowConfig c = BackwardRowConfig(dim);
   const int64_t rows_per_step = BwdRowsPerStep(c);
   DetPartition p;
-  const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim));
+  const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim, gate));
   p.rows_per_block =
       RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_step);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);

@@ -32,7 +32,7 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
   // Rows at one stride (packed rows, contiguous views): no division.
   if (l.row_stride != 0) return r * l.row_stride;
-  const int64_t t = r / l.heads;
+  const int64_t t = HeadsQuotient(l, r);
   return t * l.token_stride + (r - t * l.heads) * l.head_stride;
 }
 

@@ -12,7 +12,8 @@ namespace cake {
 // head = r % heads, offset = token * token_stride + head * head_stride
 // (elements, 64-bit); that is r * row_stride where the rows follow each
 // other at one stride (one head, or heads back to back in a token), and
-// row_stride is 0 where they do not (MakeRowLayout).
+// row_stride is 0 where they do not (MakeRowLayout). Then r / heads is a
+// multiply and a shift where r < 2^31 (heads_mul != 0, HeadsQuotient).
 struct RowLayout {
   int64_t rows;
   int64_t heads;
@@ -20,14 +21,40 @@ struct RowLayout {
   int64_t token_stride;
   int64_t head_stride;
   int64_t row_stride;
+  uint32_t heads_mul;    // ceil(2^heads_shift / heads), 0: divide
+  uint32_t heads_shift;  // 31 + ceil(log2(heads))
 };
+
+#if defined(__CUDACC__)
+#define CAKE_HOST_DEVICE __host__ __device__
+#else
+#define CAKE_HOST_DEVICE
+#endif
+
+// r / heads. With m = ceil(2^k / heads), k = 31 + ceil(log2(heads)), the
+// error of r * m / 2^k against r / heads is r * (m * heads - 2^k) /
+// (heads * 2^k) < 2^31 * heads / (heads * 2^k) <= 1 / heads, too small to
+// reach the next integer, so the floor is exact for every r < 2^31 (and m
+// fits in 32 bits).
+CAKE_HOST_DEVICE inline int64_t HeadsQuotient(const RowLayout& l, int64_t r) {
+  if (l.heads_mul == 0) return r / l.heads;
+  const uint64_t r32 = static_cast<uint32_t>(r);  // r < 2^31
+  return static_cast<int64_t>((r32 * l.heads_mul) >> l.heads_shift);
+}
 
 inline RowLayout MakeRowLayout(int64_t rows, int64_t heads, int64_t dim, int64_t token_stride,
                                int64_t head_stride) {
   const int64_t row_stride = heads == 1                            ? token_stride
                              : token_stride == heads * head_stride ? head_stride
                                                                    : 0;
-  return RowLayout{rows, heads, dim, token_stride, head_stride, row_stride};
+  RowLayout l{rows, heads, dim, token_stride, head_stride, row_stride, 0, 0};
+  if (heads >= 1 && rows <= (int64_t{1} << 31)) {
+    int log2 = 0;
+    while ((int64_t{1} << log2) < heads) ++log2;
+    l.heads_shift = static_cast<uint32_t>(31 + log2);
+    l.heads_mul = static_cast<uint32_t>(((uint64_t{1} << l.heads_shift) + heads - 1) / heads);
+  }
+  return l;
 }
 
 // Forward: y = bf16(h * rstd * w [* silu(z)]), rstd = 1 / sqrt(mean(h^2) + eps),

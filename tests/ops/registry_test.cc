@@ -3,6 +3,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -113,14 +114,16 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
 TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
   for (int64_t rows : {1, 7, 255, 256, 257, 1024, 46593, 131072, 1572864}) {
     for (int64_t dim : {64, 256, 1536, 4096, 16384}) {
-      const DetPartition p = DetPartitionOf(rows, dim);
-      ASSERT_GE(p.partials * p.rows_per_block, rows);
-      ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
-      ASSERT_LE(p.partials, DetTargetPartials(dim));
-      ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
-      ASSERT_EQ(p.rows_per_block % BwdRowsPerStep(BackwardRowConfig(dim)), 0)
-          << "whole steps of the row groups a CTA loads together";
-      ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
+      for (bool gate : {false, true}) {
+        const DetPartition p = DetPartitionOf(rows, dim, gate);
+        ASSERT_GE(p.partials * p.rows_per_block, rows);
+        ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
+        ASSERT_LE(p.partials, DetTargetPartials(dim, gate));
+        ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
+        ASSERT_EQ(p.rows_per_block % BwdRowsPerStep(BackwardRowConfig(dim)), 0)
+            << "whole steps of the row groups a CTA loads together";
+        ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
+      }
     }
   }
 }
@@ -248,6 +251,37 @@ TEST(RegistryTest, CheckSupportsSaysWhatIsMissing) {
   // A deterministic program serves the non-deterministic mode too.
   rows.set_deterministic(false);
   EXPECT_TRUE(CheckSupports(*FindProgram("rmsnorm.bwd.det.partials"), rows).ok());
+}
+
+// The row layout's division by heads (a multiply and a shift) against the
+// division it replaces, at the rows where an error would show first: around
+// multiples of heads and up to the largest row it serves (2^31 - 1).
+TEST(RowLayoutTest, HeadsQuotientIsExactDivision) {
+  std::vector<int64_t> heads_list;
+  for (int64_t h = 1; h <= 70; ++h) heads_list.push_back(h);
+  for (int64_t h : {96, 127, 128, 1000, 4097, 65535, 1 << 20, (1 << 30) + 7}) heads_list.push_back(h);
+  const int64_t max_rows = int64_t{1} << 31;
+  uint64_t state = 88172645463325252ull;  // xorshift64
+  for (int64_t heads : heads_list) {
+    const RowLayout l = MakeRowLayout(max_rows, heads, 256, 8192, 256);
+    ASSERT_NE(l.heads_mul, 0u) << heads;
+    std::vector<int64_t> rows = {0, 1, max_rows - 1, max_rows - 2, max_rows - heads};
+    for (int64_t q : {int64_t{1}, int64_t{2}, int64_t{1000}, (max_rows - 1) / heads}) {
+      for (int64_t d = -1; d <= 1; ++d) rows.push_back(q * heads + d);
+    }
+    for (int k = 0; k < 2000; ++k) {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      rows.push_back(static_cast<int64_t>(state % static_cast<uint64_t>(max_rows)));
+    }
+    for (int64_t r : rows) {
+      if (r < 0 || r >= max_rows) continue;
+      ASSERT_EQ(HeadsQuotient(l, r), r / heads) << "heads " << heads << " row " << r;
+    }
+  }
+  // Past 2^31 rows the layout divides.
+  const RowLayout big = MakeRowLayout(max_rows + 1, 24, 256, 8192, 256);
+  EXPECT_EQ(big.heads_mul, 0u);
+  EXPECT_EQ(HeadsQuotient(big, max_rows), max_rows / 24);
 }
 
 }  // namespace
