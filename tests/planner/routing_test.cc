@@ -166,8 +166,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the backward takes the split program up to 16384 rows
-  // and at H = 8192 in both modes, else the fused det program (and in the
-  // non-deterministic mode kb outside H 520..4096); the forward takes the
+  // (below 16384 at H 1536..4096) and at H = 8192 in both modes, else the
+  // fused det program (and in the non-deterministic mode kb outside H
+  // 520..4096); the forward takes the
   // looped program from 2560 (with or without the residual), the flat
   // program up to 2048, between them flat at few rows and cta at many.
   auto backward = [&](const StepSpec& spec) {
@@ -176,6 +177,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16383, 6144, det)), "rmsnorm.bwd.split");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
