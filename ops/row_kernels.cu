@@ -103,7 +103,7 @@ __device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
 
 // Asynchronous 16-byte copies from global into shared memory (sm_80+),
 // bypassing L1, with L2's default policy: marked evict-first (as __ldcs
-// loads are), the fused backward ran up to 1.13x the time on the H200. A
+// loads are), the fused backward ran up to 1.15x the time on the H200. A
 // thread's copies form groups (CommitCopies); WaitCopies<N> returns once at
 // most N of its groups are still in flight.
 __device__ __forceinline__ void CopyAsync(uint4* dst, const uint4* src) {
