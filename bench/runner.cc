@@ -111,16 +111,7 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
   if (!c.program.empty()) {
     const ProgramInfo* forced = FindProgram(c.program);
     if (forced == nullptr) return absl::InvalidArgumentError("--program: no such program");
-    CAKE_RETURN_IF_ERROR(CheckSupports(*forced, plan.spec()));
-    for (const Launch& l : plan.launches()) {
-      const ProgramInfo* routed = FindProgram(l.program());
-      if (routed != nullptr && routed->stage == forced->stage &&
-          routed->dw_output != forced->dw_output) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--program ", c.program, " cannot stand in for ", routed->id,
-            ": they leave dw in different forms (partials or an accumulator); try the other --mode"));
-      }
-    }
+    CAKE_RETURN_IF_ERROR(CheckStandsIn(*forced, plan));
     plan = testing::ForceStage(plan, c.program, device);
   }
   Timed impls[2];
@@ -172,6 +163,20 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 }
 
 }  // namespace
+
+absl::Status CheckStandsIn(const ProgramInfo& forced, const Plan& plan) {
+  CAKE_RETURN_IF_ERROR(CheckSupports(forced, plan.spec()));
+  for (const Launch& l : plan.launches()) {
+    const ProgramInfo* routed = FindProgram(l.program());
+    if (routed != nullptr && routed->stage == forced.stage &&
+        routed->dw_output != forced.dw_output) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--program ", forced.id, " cannot stand in for ", routed->id,
+          ": they leave dw in different forms (partials or an accumulator); try the other --mode"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,
                                    const Bindings& bindings) {

@@ -21,6 +21,7 @@
 #include "cake/bench.pb.h"
 #include "cake/step.pb.h"
 #include "ops/launch.h"
+#include "ops/registry.h"
 #include "ops/target.h"
 
 namespace cake::bench {
@@ -43,6 +44,11 @@ struct BenchOptions {
   int64_t copy_bytes = int64_t{4} << 30;  // the speed-of-light copy
   uint64_t seed = 1;
 };
+
+// Whether `forced` can run in place of the program of its stage in `plan`
+// (BenchCase::program): it supports the plan's spec and leaves dw in the
+// same form (partials or an accumulator) as the routed program it replaces.
+absl::Status CheckStandsIn(const ProgramInfo& forced, const Plan& plan);
 
 // Runs before a backward-only spec: the forward on the same buffers, so the
 // backward reads a real rstd (and h).

@@ -16,7 +16,9 @@
 #include "bench/runner.h"
 #include "bench/suite.h"
 #include "ops/registry.h"
+#include "ops/target.h"
 #include "planner/plan_io.h"
+#include "planner/planner.h"
 #include "planner/validate.h"
 #include "tests/testing/reference.h"
 #include "tools/flags.h"
@@ -45,7 +47,8 @@ const char kBenchHelp[] =
     "--flush: how L2 is flushed before each replay, cudaMemsetAsync (default) or a fill\n"
     "kernel of plain 16-byte stores (as PyTorch's fill_, which bench/peers.py uses).\n"
     "--program ID runs that program in place of the routed one of its stage, on the cases\n"
-    "it supports (the others are left out): candidates for the routing table side by side.\n"
+    "where it can (it takes the spec and leaves dw in the routed program's form, partials or\n"
+    "an accumulator; the others are left out): candidates for the routing table side by side.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
@@ -150,6 +153,10 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
       shapes.push_back({spec->name().empty() ? path : spec->name(), *spec});
     }
   }
+  // The device whose routing --program is checked against (the arch's
+  // nominal device: routing does not depend on the SM count).
+  const absl::StatusOr<TargetDevice> nominal = TargetDevice::ForArch(KnownArches().front());
+  if (!nominal.ok()) return Bad(std::string(nominal.status().message()));
   std::vector<bench::BenchCase> cases;
   for (const bench::SuiteShape& shape : shapes) {
     std::vector<std::string> ops = bench::OpsOf(shape);
@@ -172,9 +179,12 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
         if (forced == nullptr) {
           return Bad(absl::StrCat("--program \"", c.program, "\": no such program (cake programs)"));
         }
-        absl::StatusOr<StepSpec> canonical = Canonicalize(*spec);
+        // Left out: the cases where it cannot run in place of the routed
+        // program (another stage, a spec it does not take, another dw form).
         const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
-        if (!canonical.ok() || !stage_runs || !CheckSupports(*forced, *canonical).ok()) continue;
+        if (!stage_runs) continue;
+        absl::StatusOr<Plan> plan = MakePlan(*spec, *nominal);
+        if (!plan.ok() || !bench::CheckStandsIn(*forced, *plan).ok()) continue;
       }
       if (flags.count("filter")) {
         const std::string name = absl::StrCat(c.shape, " ", c.op);
