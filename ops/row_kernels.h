@@ -48,7 +48,7 @@ inline RowLayout MakeRowLayout(int64_t rows, int64_t heads, int64_t dim, int64_t
                              : token_stride == heads * head_stride ? head_stride
                                                                    : 0;
   RowLayout l{rows, heads, dim, token_stride, head_stride, row_stride, 0, 0};
-  if (heads >= 1 && rows <= (int64_t{1} << 31)) {
+  if (heads >= 1 && heads <= (int64_t{1} << 31) && rows <= (int64_t{1} << 31)) {
     int log2 = 0;
     while ((int64_t{1} << log2) < heads) ++log2;
     l.heads_shift = static_cast<uint32_t>(31 + log2);

@@ -278,10 +278,11 @@ TEST(RowLayoutTest, HeadsQuotientIsExactDivision) {
       ASSERT_EQ(HeadsQuotient(l, r), r / heads) << "heads " << heads << " row " << r;
     }
   }
-  // Past 2^31 rows the layout divides.
+  // Past 2^31 rows (or heads) the layout divides.
   const RowLayout big = MakeRowLayout(max_rows + 1, 24, 256, 8192, 256);
   EXPECT_EQ(big.heads_mul, 0u);
   EXPECT_EQ(HeadsQuotient(big, max_rows), max_rows / 24);
+  EXPECT_EQ(MakeRowLayout(1000, max_rows + 1, 256, 0, 256).heads_mul, 0u);
 }
 
 }  // namespace
