@@ -2,7 +2,6 @@
 """Checks of bench/compare.py on two small reports written here: rows pair by
 shape and op (a --program suffix ignored), the ratio is cand / base, and the
 verdict compares it with the larger A/A floor; bad input exits 2."""
-import importlib.util
 import io
 import json
 import os
@@ -11,15 +10,11 @@ import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 
 ROOT = sys.argv[1]
-spec = importlib.util.spec_from_file_location("compare", os.path.join(ROOT, "bench", "compare.py"))
-compare = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare)
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Checks, load_bench_script  # noqa: E402
 
-
-def check(name, ok, detail=""):
-    if not ok:
-        failures.append(f"{name}: {detail}")
+compare = load_bench_script(ROOT, "compare")
+check = Checks("compare test")
 
 
 def row(shape, op, us, aa):
@@ -72,7 +67,4 @@ with tempfile.TemporaryDirectory() as tmp:
     check("a missing report: exit 2", rc_missing == 2, rc_missing)
     check("the missing report is named", "none.json" in err.getvalue(), err.getvalue())
 
-if failures:
-    print("compare test: FAILED\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("compare test: all checks passed")
+check.finish()

@@ -2,7 +2,6 @@
 """How bench/peers.py splits the suite over several runs, with no GPU: which
 cases --skip-done leaves out, when --budget-s stops, and the argument errors
 of both (they come before any CUDA work). Exit 77 (skipped) without PyTorch."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,15 +16,11 @@ except ImportError:
 
 ROOT = sys.argv[1]
 PEERS = os.path.join(ROOT, "bench", "peers.py")
-spec = importlib.util.spec_from_file_location("peers", PEERS)
-peers = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(peers)
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Checks, load_bench_script  # noqa: E402
 
-
-def check(name, ok, detail=""):
-    if not ok:
-        failures.append(f"{name}: {detail}")
+peers = load_bench_script(ROOT, "peers")
+check = Checks("peers parts test")
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -61,7 +56,4 @@ check("would end past it", not peers.fits_budget(41.0, [5.0, 20.0, 8.0], 60.0),
       "the longest case so far (20 s) decides, not the last (8 s)")
 check("exactly at it", peers.fits_budget(40.0, [20.0], 60.0))
 
-for f in failures:
-    print("FAIL", f)
-print(f"peers parts test: {len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+check.finish()

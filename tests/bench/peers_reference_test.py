@@ -3,7 +3,6 @@
 (what the peers run) against FP64 autograd, its budget check (which decides
 whether a peer counts), and its spec text (what Cake is planned from), which
 `cake validate` must accept. Exit 77 (skipped) without PyTorch."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -18,16 +17,12 @@ except ImportError:
 
 ROOT = sys.argv[1]
 CAKE = os.environ["CAKE"]
-spec = importlib.util.spec_from_file_location("peers", os.path.join(ROOT, "bench", "peers.py"))
-peers = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(peers)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Checks, load_bench_script  # noqa: E402
+
+peers = load_bench_script(ROOT, "peers")
 peers.DEVICE = "cpu"
-failures = []
-
-
-def check(name, ok, detail=""):
-    if not ok:
-        failures.append(f"{name}: {detail}")
+check = Checks("peers reference test")
 
 
 def cases(filter_text):
@@ -117,7 +112,4 @@ try:
 except ValueError as e:
     check("report is strict JSON", False, e)
 
-for f in failures:
-    print("FAIL", f)
-print(f"peers reference test: {len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+check.finish()
