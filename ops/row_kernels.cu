@@ -36,7 +36,7 @@ __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
   return t * l.token_stride + (r - t * l.heads) * l.head_stride;
 }
 
-__device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
+__device__ __forceinline__ void UnpackHalves(const uint4& v, float (&f)[8]) {
   const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -44,6 +44,15 @@ __device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
     f[2 * i] = t.x;
     f[2 * i + 1] = t.y;
   }
+}
+// A BF16 value is the high half of the FP32 value it stands for: one shift
+// or one mask per element (__bfloat1622float2 gave the high element a byte
+// permute and a shift).
+__device__ __forceinline__ void Unpack(const uint4& v, float (&f)[8]) {
+  f[0] = __uint_as_float(v.x << 16), f[1] = __uint_as_float(v.x & 0xffff0000u);
+  f[2] = __uint_as_float(v.y << 16), f[3] = __uint_as_float(v.y & 0xffff0000u);
+  f[4] = __uint_as_float(v.z << 16), f[5] = __uint_as_float(v.z & 0xffff0000u);
+  f[6] = __uint_as_float(v.w << 16), f[7] = __uint_as_float(v.w & 0xffff0000u);
 }
 
 __device__ __forceinline__ uint4 Pack(const float (&f)[8]) {
@@ -121,7 +130,12 @@ __device__ __forceinline__ void WaitCopies() {
 // expf and an IEEE division, which cost the gated kernels a large share of
 // their issue slots. Saturates without NaN: z = -100 gives 1 / inf = 0.
 __device__ __forceinline__ float Sigmoid(float z) {
-  return __fdividef(1.0f, 1.0f + exp2f(-z * 1.44269504088896341f));
+  float e, r;
+  // .ftz: a result below 2^-126 is 0 (1 + e rounds to 1 either way), which
+  // saves the range test and the two scalings exp2f adds around ex2.approx.
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-z * 1.44269504088896341f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  return r;
 }
 
 // The backward's element formulas (the fused RowBackward writes the same
@@ -158,9 +172,8 @@ __device__ __forceinline__ float RowCoef(float sum, float rstd, float inv_dim) {
 template <bool kGate>
 __device__ __forceinline__ void ElementGrads(float x, float dy, float w, GateTerms g, float rstd,
                                              float c, float& dx, float& dz) {
-  const float dyw = dy * w;
-  dx = fmaf(dyw * g.s, rstd, -x * c);
-  if constexpr (kGate) dz = dyw * (x * rstd) * fmaf(g.s, 1.f - g.sig, g.sig);
+  dx = fmaf(dy * w, kGate ? rstd * g.s : rstd, -x * c);
+  if constexpr (kGate) dz = dy * x * w * (rstd * fmaf(g.s, 1.f - g.sig, g.sig));
 }
 
 // Adds one element's dw term to a Kahan sum: `total`, and `comp`, the low
@@ -469,11 +482,10 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 #pragma unroll 2
   for (int64_t v = threadIdx.x; v < vecs; v += stride) {
     float out[8], wf[8];
-    // A plain load, which the compiler splits into four 4-byte loads (the
-    // value is only unpacked): they find the row in L1. Forced into one
-    // 16-byte load through __ldg (the non-coherent path) or __ldcg (L2),
-    // pass 2 ran 1.1-2.1x slower on the H200.
-    Unpack(src[v], out);
+    // Four plain 4-byte loads: they find the row in L1. As one 16-byte load
+    // through __ldg (the non-coherent path) or __ldcg (L2), pass 2 ran
+    // 1.1-2.1x slower on the H200.
+    UnpackHalves(src[v], out);
     LoadWeightL1(p.w, p.w_fp32, v, wf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
@@ -617,6 +629,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       // sum's barriers (issued earlier, it held a register through pass 1 and
       // the wide instances spilled).
       float rstds[kDepth];
+      float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
         const int64_t row = base + group + d * kRows;
@@ -676,19 +689,30 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           Unpack(zr[d][i], zf);
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            const float dyw = dyf[j] * wsm[v * 8 + j];
-            const float xhat = xf[j] * rstd;
+            const float w = wsm[v * 8 + j];
             const float sig = kKeepSig ? sg[i][j] : gate ? Sigmoid(zf[j]) : 1.f;
             const float s = gate ? zf[j] * sig : 1.f;
-            dxf[j] = fmaf(dyw * s, rstd, -xf[j] * c);
-            dzf[j] = dyw * xhat * fmaf(s, 1.f - sig, sig);
+            const float rs = gate ? rstd * s : rstd;  // dx = dy * w * rs - x * c
+            dxf[j] = fmaf(dyf[j] * w, rs, -xf[j] * c);
             // With the gate, dy * x is exact in FP32 (two BF16 values), so the dw
             // term carries the roundings of rstd * silu(z) and of one product
-            // only: at |z| near 30 that halved the worst dw error.
-            const float term = (gate ? dyf[j] * xf[j] * (rstd * s) : dyf[j] * xhat) - comp[i][j];
-            const float t = total[i][j] + term;
-            comp[i][j] = (t - total[i][j]) - term;
-            total[i][j] = t;
+            // only: at |z| near 30 that halved the worst dw error. dz and the
+            // term share it.
+            const float dyx = dyf[j] * xf[j];
+            dzf[j] = dyx * w * (rstd * fmaf(s, 1.f - sig, sig));
+            const float raw = gate ? dyx * rs : dyf[j] * (xf[j] * rstd);
+            // Several row groups per step: their terms are added in FP32 and
+            // the step's sum enters the Kahan sum once.
+            if (kDepth > 1 && d == 0) {
+              run[i][j] = raw;
+            } else if (d + 1 < kDepth) {
+              run[i][j] += raw;
+            } else {
+              const float term = (kDepth > 1 ? run[i][j] + raw : raw) - comp[i][j];
+              const float t = total[i][j] + term;
+              comp[i][j] = (t - total[i][j]) - term;
+              total[i][j] = t;
+            }
           }
           if (!active) continue;
           if (p.dh_in != nullptr) {
