@@ -112,7 +112,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowConfig cfg = BackwardRowConfig(s.dim);
   const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
   Geometry g;
-  g.rows_per_block = RoundUp(CeilDiv(s.rows(), resident), BwdRowsPerStep(cfg));
+  g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, spec.op() == RMSNORM_SILU_GATE);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
   g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, spec.op() == RMSNORM_SILU_GATE);

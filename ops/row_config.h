@@ -27,14 +27,22 @@ inline constexpr int kThreadsPerSm = 1024;
 constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
   return vecs_per_thread <= 2 && !gate ? 768 : 512;
 }
-// Row groups whose loads a backward thread issues together: 3 where a row
-// is one vector per thread of a warp or less (dim <= 256: 32 bytes of x and
-// dy per row and thread, 48 with z), else 1, and the next row group's loads
-// are issued before the current one is reduced. On the H200 (D = 128 gated
-// and D = 256 views) 3 rows ran 0.63-0.95x the time of 1; 2 was close, 4
-// spilled without the gate.
-constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread) {
-  return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1 ? 3 : 1;
+// Row groups whose loads a backward thread issues together (a step), where
+// a row is one vector per thread of a warp or less (dim <= 256: 32 bytes of
+// x and dy per row and thread, 48 with z), else 1. Without the gate: 3, the
+// next step loaded after this one is reduced. With the gate: 2, and the
+// next step's loads are issued before this one is reduced
+// (BwdPrefetchesStep; so are those of the single row group elsewhere). On
+// the H200 3 rows ran 0.63-0.95x the time of 1 (D = 128 gated and D = 256
+// views; 4 spilled without the gate); with the gate, 2 rows and the next 2
+// in flight ran 0.97-0.99x the time of 3 (2026-11-29, 128 registers; 3 and
+// the next 3 spilled 12 bytes and ran 1.00-1.02x).
+constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
+  return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1;
+}
+constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (!BwdWarpRowSteps(threads_per_row, vecs_per_thread)) return 1;
+  return gate ? 2 : 3;
 }
 inline constexpr int64_t kMaxDim = 16384;
 // The largest row a warp-per-row program holds.
@@ -185,8 +193,16 @@ constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
          c.vecs_per_thread * c.block * 16;
 }
 // Rows a backward CTA takes per step; its blocks of rows are multiples of it.
-constexpr int64_t BwdRowsPerStep(const RowConfig& c) {
-  return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread);
+constexpr int64_t BwdRowsPerStep(const RowConfig& c, bool gate) {
+  return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate);
+}
+// A backward block of at least `rows` rows: whole steps, or whole row
+// groups where that is under two steps (a short last step costs less there
+// than fewer, longer blocks: gated 260x48 with blocks of two steps of 32
+// rows, 195 CTAs, ran 1.11x the time of 48-row blocks, 260 CTAs).
+constexpr int64_t BwdBlockRows(int64_t rows, const RowConfig& c, bool gate) {
+  const int64_t step = BwdRowsPerStep(c, gate);
+  return RoundUp(rows, rows < 2 * step ? c.rows_per_cta() : step);
 }
 
 // The deterministic backward's row partition: a function of (rows, dim, op)
@@ -218,11 +234,10 @@ inline constexpr int64_t kMinRowsPerPartial = 8;
 
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
   const RowConfig c = BackwardRowConfig(dim);
-  const int64_t rows_per_step = BwdRowsPerStep(c);
   DetPartition p;
   const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim, gate));
   p.rows_per_block =
-      RoundUp(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, rows_per_step);
+      BwdBlockRows(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, c, gate);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;
 }

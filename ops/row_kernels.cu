@@ -575,21 +575,30 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     }
     // The rows of this block, kDepth row groups per step (BwdRowsInFlight):
     // the step's x, dy (and z) are loaded before its first row is reduced,
-    // and with kPrefetch (one row group per step, up to 2 vectors) the next
-    // step's are loaded before the current one is reduced. Each thread adds
-    // its rows' dw terms in row order either way.
-    constexpr int kDepth = BwdRowsInFlight(TPR, VPT);
-    constexpr bool kPrefetch = kDepth == 1 && VPT <= 2 && kStages == 0;
+    // and with kPrefetch (one row group per step of up to 2 vectors, or the
+    // gate's two row groups of one) the next step's are loaded before the
+    // current one is reduced. Each thread adds its rows' dw terms in row
+    // order either way.
+    constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
+    constexpr bool kPrefetch =
+        kStages == 0 && ((kDepth == 1 && VPT <= 2) || (kGate && BwdWarpRowSteps(TPR, VPT)));
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
-    if (kPrefetch) {
-      const int64_t row = begin + group;
-      const int64_t off = row < end ? RowOffset(p.layout, row) : 0;
-      LoadRow<VPT>(p.x, off, row < end, lane, tpr, vecs, xr[0]);
-      LoadRow<VPT>(p.dy, off, row < end, lane, tpr, vecs, dyr[0]);
-      LoadRow<VPT>(gate ? p.z : p.x, off, gate && row < end, lane, tpr, vecs, zr[0]);
-    }
+    // Loads the row groups of the step at `first` (rows past `end` as zeros).
+    auto load_step = [&](int64_t first, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
+                         uint4 (&zs)[kDepth][VPT]) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t row = first + group + d * kRows;
+        const bool active = row < end;
+        const int64_t off = active ? RowOffset(p.layout, row) : 0;
+        LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xs[d]);
+        LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dys[d]);
+        LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
+      }
+    };
+    if (kPrefetch) load_step(begin, xr, dyr, zr);
     for (int64_t base = begin; base < end; base += kRows * kDepth) {
-      uint4 nx[VPT], ndy[VPT], nz[VPT];
+      uint4 nx[kDepth][VPT], ndy[kDepth][VPT], nz[kDepth][VPT];
       const int cur = stage;  // the ring stage of this step's row
       if constexpr (kStages > 0) {
         // One row per step: copy the stream's row kStages - 1 ahead, wait
@@ -607,22 +616,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         }
         stage = stage + 1 == kStages ? 0 : stage + 1;
       } else if (kPrefetch) {
-        const int64_t nrow = base + group + kRows;
-        const bool nactive = nrow < end;
-        const int64_t noff = nactive ? RowOffset(p.layout, nrow) : 0;
-        LoadRow<VPT>(p.x, noff, nactive, lane, tpr, vecs, nx);
-        LoadRow<VPT>(p.dy, noff, nactive, lane, tpr, vecs, ndy);
-        LoadRow<VPT>(gate ? p.z : p.x, noff, gate && nactive, lane, tpr, vecs, nz);
+        load_step(base + kRows * kDepth, nx, ndy, nz);
       } else {
-#pragma unroll
-        for (int d = 0; d < kDepth; ++d) {
-          const int64_t row = base + group + d * kRows;
-          const bool active = row < end;
-          const int64_t off = active ? RowOffset(p.layout, row) : 0;
-          LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xr[d]);
-          LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dyr[d]);
-          LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zr[d]);
-        }
+        load_step(base, xr, dyr, zr);
       }
       // Several row groups in flight: their rstd loads go with their rows'.
       // One: the load is issued after pass 1 and waited for across the row
@@ -727,10 +723,13 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       }  // d
       if (kPrefetch) {
 #pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-          xr[0][i] = nx[i];
-          dyr[0][i] = ndy[i];
-          zr[0][i] = nz[i];
+        for (int d = 0; d < kDepth; ++d) {
+#pragma unroll
+          for (int i = 0; i < VPT; ++i) {
+            xr[d][i] = nx[d][i];
+            dyr[d][i] = ndy[d][i];
+            zr[d][i] = nz[d][i];
+          }
         }
       }
     }

@@ -120,8 +120,13 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
         ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
         ASSERT_LE(p.partials, DetTargetPartials(dim, gate));
         ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
-        ASSERT_EQ(p.rows_per_block % BwdRowsPerStep(BackwardRowConfig(dim)), 0)
-            << "whole steps of the row groups a CTA loads together";
+        const RowConfig c = BackwardRowConfig(dim);
+        const int64_t step = BwdRowsPerStep(c, gate);
+        ASSERT_EQ(p.rows_per_block % c.rows_per_cta(), 0) << "whole row groups";
+        if (p.rows_per_block >= 2 * step) {
+          ASSERT_EQ(p.rows_per_block % step, 0)
+              << "whole steps of the row groups a CTA loads together";
+        }
         ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
       }
     }
@@ -185,6 +190,22 @@ TEST(RegistryTest, SplitBackwardGeometry) {
   EXPECT_FALSE(CheckSupports(*split, wide).ok()) << "dim above 8192";
 }
 
+// Gated rows of D = 128 take two row groups of 16 rows per step: blocks of
+// whole steps from two steps up, of whole row groups below (the suite's
+// 260x48 gives 48-row blocks, not 64).
+TEST(RowConfigTest, BackwardBlocksAreWholeStepsFromTwoSteps) {
+  const RowConfig gated = BackwardRowConfig(128);
+  ASSERT_EQ(BwdRowsPerStep(gated, true), 32);
+  EXPECT_EQ(BwdBlockRows(40, gated, true), 48);
+  EXPECT_EQ(BwdBlockRows(63, gated, true), 64);
+  EXPECT_EQ(BwdBlockRows(65, gated, true), 96);
+  EXPECT_EQ(DetPartitionOf(260 * 48, 128, true).rows_per_block, 48);
+  const RowConfig views = BackwardRowConfig(256);
+  ASSERT_EQ(BwdRowsPerStep(views, false), 24);
+  EXPECT_EQ(BwdBlockRows(42, views, false), 48);
+  EXPECT_EQ(BwdBlockRows(49, views, false), 72);
+}
+
 TEST(RegistryTest, KbRowBlocksCoverRows) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   for (int64_t dim : {128, 256, 4096}) {
@@ -195,7 +216,10 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
       ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
       ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
       ASSERT_LE(g.grid.x(), 132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread)));
-      ASSERT_EQ(g.rows_per_block % BwdRowsPerStep(cfg), 0) << dim;
+      ASSERT_EQ(g.rows_per_block % cfg.rows_per_cta(), 0) << dim;
+      if (g.rows_per_block >= 2 * BwdRowsPerStep(cfg, false)) {
+        ASSERT_EQ(g.rows_per_block % BwdRowsPerStep(cfg, false), 0) << dim;
+      }
     }
   }
 }
