@@ -32,7 +32,7 @@ constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
 // x and dy per row and thread, 48 with z), else 1. Without the gate: 3, the
 // next step loaded after this one is reduced. With the gate: 2, and the
 // next step's loads are issued before this one is reduced
-// (BwdPrefetchesStep; so are those of the single row group elsewhere). On
+// (BwdPrefetchesStep, as are those of the single row group elsewhere). On
 // the H200 3 rows ran 0.63-0.95x the time of 1 (D = 128 gated and D = 256
 // views; 4 spilled without the gate); with the gate, 2 rows and the next 2
 // in flight ran 0.97-0.99x the time of 3 (2026-11-29, 128 registers; 3 and
@@ -192,7 +192,16 @@ constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
   return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread)} * (gate ? 3 : 2) *
          c.vecs_per_thread * c.block * 16;
 }
-// Rows a backward CTA takes per step; its blocks of rows are multiples of it.
+// Whether a backward thread issues the next step's loads (into registers)
+// before it reduces the current step: where the row is not copied through
+// the ring, one row group of up to 2 vectors per step, or the gate's two row
+// groups of one vector (BwdRowsInFlight).
+constexpr bool BwdPrefetchesStep(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (BwdAsyncStages(threads_per_row, vecs_per_thread) > 0) return false;
+  return BwdWarpRowSteps(threads_per_row, vecs_per_thread) ? gate : vecs_per_thread <= 2;
+}
+// Rows a backward CTA takes per step; its blocks of rows are multiples of it
+// from two steps up (BwdBlockRows).
 constexpr int64_t BwdRowsPerStep(const RowConfig& c, bool gate) {
   return int64_t{c.rows_per_cta()} * BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate);
 }

@@ -580,8 +580,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // current one is reduced. Each thread adds its rows' dw terms in row
     // order either way.
     constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
-    constexpr bool kPrefetch =
-        kStages == 0 && ((kDepth == 1 && VPT <= 2) || (kGate && BwdWarpRowSteps(TPR, VPT)));
+    constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
     // Loads the row groups of the step at `first` (rows past `end` as zeros).
     auto load_step = [&](int64_t first, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
