@@ -14,7 +14,9 @@ namespace cake {
 struct TargetDevice {
   std::string arch;  // "sm_90a"
   int sm_count = 0;
-  int max_smem_per_block_optin = 0;  // bytes
+  // Dynamic shared memory one CTA may opt into, in bytes; the planner refuses
+  // a plan whose launches need more (0: not known, not checked).
+  int max_smem_per_block_optin = 0;
 
   // The nominal device of an arch (sm_90a: an H200, 132 SMs), for planning on
   // a machine without it. InvalidArgumentError for an arch Cake does not know.

@@ -139,6 +139,21 @@ std::string Fingerprint(const StepSpec& canonical_spec, const TargetDevice& targ
                          Fnv1a(input, 0x84222325cbf29ce4ULL));
 }
 
+// Each launch's dynamic shared memory within what one CTA may opt into on
+// the target (not checked where the target does not say, 0).
+absl::Status CheckSharedMemory(const Plan& plan, const TargetDevice& target) {
+  if (target.max_smem_per_block_optin <= 0) return absl::OkStatus();
+  for (const Launch& l : plan.launches()) {
+    if (l.dynamic_smem_bytes() > target.max_smem_per_block_optin) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target.max_smem_per_block_optin = ", target.max_smem_per_block_optin, ": launches[",
+          l.index(), "] (", l.program(), ") needs ", l.dynamic_smem_bytes(),
+          " bytes of dynamic shared memory per CTA"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target) {
   CAKE_ASSIGN_OR_RETURN(StepSpec spec, Canonicalize(in));
   CAKE_ASSIGN_OR_RETURN(const RoutingTable* table, RoutingTableFor(target.arch));
@@ -172,6 +187,7 @@ absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target) {
     // Forward and recompute write the same outputs, so they stay ordered.
     last = b.AddKernel(*route.program, phase, {last}, route.reason);
   }
+  CAKE_RETURN_IF_ERROR(CheckSharedMemory(plan, target));
   return plan;
 }
 
@@ -182,7 +198,12 @@ absl::StatusOr<std::shared_ptr<const Plan>> Planner::GetPlan(const StepSpec& spe
   CAKE_ASSIGN_OR_RETURN(StepSpec canonical, Canonicalize(spec));
   CAKE_ASSIGN_OR_RETURN(const RoutingTable* table, RoutingTableFor(target.arch));
   const std::string key = Fingerprint(canonical, target, table->version());
-  if (std::shared_ptr<const Plan> hit = cache_.Find(key)) return hit;
+  if (std::shared_ptr<const Plan> hit = cache_.Find(key)) {
+    // The key leaves the shared-memory limit out: the plan does not depend
+    // on it, only whether it fits.
+    CAKE_RETURN_IF_ERROR(CheckSharedMemory(*hit, target));
+    return hit;
+  }
   CAKE_ASSIGN_OR_RETURN(Plan plan, MakePlan(canonical, target));
   return cache_.Insert(key, std::make_shared<const Plan>(std::move(plan)));
 }

@@ -1,5 +1,6 @@
 #include "planner/planner.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <string>
@@ -201,6 +202,31 @@ TEST(PlannerTest, UnknownArchOrBadTarget) {
   t.sm_count = 0;
   EXPECT_THAT(std::string(MakePlan(RowsSpec(8, 64), t).status().message()),
               HasSubstr("target.sm_count = 0"));
+}
+
+// A target whose CTAs may opt into less shared memory than a launch needs:
+// refused, naming the field, the launch and the bytes, cached or not.
+TEST(PlannerTest, LaunchBeyondTheTargetsSharedMemoryIsRefused) {
+  const StepSpec spec = RowsSpec(65536, 16384, true, {BACKWARD});
+  const Plan fits = MustPlan(spec);
+  int32_t most = 0;
+  for (const Launch& l : fits.launches()) most = std::max(most, l.dynamic_smem_bytes());
+  ASSERT_GT(most, 0);
+  TargetDevice small = H200();
+  small.max_smem_per_block_optin = most - 1;
+  const absl::Status s = MakePlan(spec, small).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("target.max_smem_per_block_optin = ", most - 1)));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("needs ", most, " bytes")));
+  small.max_smem_per_block_optin = most;
+  EXPECT_TRUE(MakePlan(spec, small).ok()) << "exactly the limit fits";
+
+  Planner planner;
+  ASSERT_TRUE(planner.GetPlan(spec, H200()).ok());
+  small.max_smem_per_block_optin = most - 1;
+  EXPECT_EQ(planner.GetPlan(spec, small).status().code(), absl::StatusCode::kInvalidArgument)
+      << "a cached plan is checked against the target too";
 }
 
 TEST(PlannerTest, InvalidSpecIsRefusedWithItsMessage) {
