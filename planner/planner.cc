@@ -139,6 +139,8 @@ std::string Fingerprint(const StepSpec& canonical_spec, const TargetDevice& targ
                          Fnv1a(input, 0x84222325cbf29ce4ULL));
 }
 
+namespace {
+
 // Each launch's dynamic shared memory within what one CTA may opt into on
 // the target (not checked where the target does not say, 0).
 absl::Status CheckSharedMemory(const Plan& plan, const TargetDevice& target) {
@@ -153,6 +155,8 @@ absl::Status CheckSharedMemory(const Plan& plan, const TargetDevice& target) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target) {
   CAKE_ASSIGN_OR_RETURN(StepSpec spec, Canonicalize(in));
