@@ -72,13 +72,15 @@ int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
 
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
+  const bool gate = spec.op() == RMSNORM_SILU_GATE;
   const RowConfig cfg = BackwardRowConfig(s.dim);
-  const DetPartition p = DetPartitionOf(s.rows(), s.dim, spec.op() == RMSNORM_SILU_GATE);
+  const DetPartition p = DetPartitionOf(s.rows(), s.dim, gate);
   Geometry g;
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
+  const int64_t resident =
+      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, spec.op() == RMSNORM_SILU_GATE);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, gate);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
@@ -109,13 +111,15 @@ int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
 // Each persistent CTA owns one contiguous block of rows.
 Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
+  const bool gate = spec.op() == RMSNORM_SILU_GATE;
   const RowConfig cfg = BackwardRowConfig(s.dim);
-  const int64_t resident = int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, spec.op() == RMSNORM_SILU_GATE));
+  const int64_t resident =
+      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
   Geometry g;
-  g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, spec.op() == RMSNORM_SILU_GATE);
+  g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, gate);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, spec.op() == RMSNORM_SILU_GATE);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, gate);
   return g;
 }
 

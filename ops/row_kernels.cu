@@ -783,9 +783,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 // through L1 once for all row groups), then its dw CTAs, one per 256-column
 // tile: warp k sums rows begin + k, + 8, ... in order, four rows' loads in
 // flight (two with z), with Kahan FP32 sums per column, and the 8 warps are
-// folded in FP64 in warp order into partials[block][columns]. The two roles read the same
-// rows at about the same time, so one of them finds them in L2; both load
-// them cached. The dw term is the fused backward's; partition and order
+// folded in FP64 in warp order into partials[block][columns]. The two roles
+// read the same rows at about the same time, so one of them finds them in
+// L2; both load them cached. The dw term is the fused backward's; partition and order
 // are functions of the shape only.
 // 80 registers (768 threads per SM): at 64 the dw role's four rows in
 // flight spilled.
