@@ -23,6 +23,20 @@ cudaKernelNodeParams KernelNodeParams(KernelLaunch& k) {
   return p;
 }
 
+// A kernel after a kernel depends on it programmatically: its CTAs may
+// launch once every CTA of the one before has started, and wait for that
+// kernel's completion in ChainedKernelPrologue (ops/row_kernels.cu) before
+// they touch memory; the gap between the two is then no kernel launch.
+// Edges to or from a memset are full completions.
+cudaGraphEdgeData EdgeBetween(const Launch& from, const Launch& to) {
+  cudaGraphEdgeData e{};
+  if (from.kind() == KERNEL && to.kind() == KERNEL) {
+    e.from_port = cudaGraphKernelNodePortProgrammatic;
+    e.type = cudaGraphDependencyTypeProgrammatic;
+  }
+  return e;
+}
+
 }  // namespace
 
 std::string PlanDot(const Plan& plan, absl::Span<const Phase> phases) {
@@ -90,19 +104,25 @@ absl::StatusOr<std::unique_ptr<Step>> Step::Build(const Plan& plan, const Bindin
   for (const Launch& l : plan.launches()) {
     if (!InPhases(l, step->phases_)) continue;
     std::vector<cudaGraphNode_t> deps;
+    std::vector<cudaGraphEdgeData> edges;
     for (int d : l.depends_on()) {
-      if (node_of[d] != nullptr) deps.push_back(node_of[d]);
+      if (node_of[d] == nullptr) continue;
+      deps.push_back(node_of[d]);
+      edges.push_back(EdgeBetween(plan.launches(d), l));
     }
     cudaGraphNode_t node = nullptr;
     if (l.kind() == MEMSET) {
       CAKE_ASSIGN_OR_RETURN(cudaMemsetParams p, step->MemsetParams(l, b));
       CAKE_CUDA_RETURN_IF_ERROR(
-          cudaGraphAddMemsetNode(&node, step->graph_, deps.data(), deps.size(), &p));
+          cudaGraphAddMemsetNode(&node, step->graph_, nullptr, 0, &p));
     } else {
       CAKE_ASSIGN_OR_RETURN(KernelLaunch k, MakeKernelLaunch(plan, l, b));
       const cudaKernelNodeParams p = KernelNodeParams(k);
+      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphAddKernelNode(&node, step->graph_, nullptr, 0, &p));
+    }
+    for (size_t i = 0; i < deps.size(); ++i) {
       CAKE_CUDA_RETURN_IF_ERROR(
-          cudaGraphAddKernelNode(&node, step->graph_, deps.data(), deps.size(), &p));
+          cudaGraphAddDependencies(step->graph_, &deps[i], &node, &edges[i], 1));
     }
     node_of[l.index()] = node;
     step->nodes_.push_back(node);

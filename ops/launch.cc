@@ -254,16 +254,30 @@ absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_
     }
   }
   // Launches are listed in dependency order, so issuing them in order on one
-  // stream respects every edge.
+  // stream respects every edge. A kernel right after one of this call's
+  // kernels follows it programmatically, as in the graphs (graphs/step.cc);
+  // the first follows whatever the stream ran before in full.
+  bool after_kernel = false;
   for (const Launch& l : plan.launches()) {
     if (!InPhases(l, phases)) continue;
     if (l.kind() == MEMSET) {
       CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(memsets[l.index()], 0, l.memset_bytes(), stream));
+      after_kernel = false;
       continue;
     }
     KernelLaunch& k = kernels[l.index()];
-    CAKE_CUDA_RETURN_IF_ERROR(
-        cudaLaunchKernel(k.function, k.grid, k.block, k.args(), k.dynamic_smem_bytes, stream));
+    cudaLaunchAttribute chained{};
+    chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    chained.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = k.grid;
+    config.blockDim = k.block;
+    config.dynamicSmemBytes = k.dynamic_smem_bytes;
+    config.stream = stream;
+    config.attrs = after_kernel ? &chained : nullptr;
+    config.numAttrs = after_kernel ? 1 : 0;
+    CAKE_CUDA_RETURN_IF_ERROR(cudaLaunchKernelExC(&config, k.function, k.args()));
+    after_kernel = true;
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,18 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
   return (regs > 255 ? 255 : regs) / 8 * 8;
 }
 
+// Every kernel of a step begins here. The graphs chain consecutive kernels
+// with programmatic edges (graphs/step.cc): the next kernel's CTAs may start
+// once every CTA of this one has started, and wait here until the kernels
+// before them have finished and their writes are visible, so a kernel's gap
+// to the one before is its CTAs' launch no longer. No global memory is
+// touched before the wait. Without such an edge (eager launches, the first
+// kernel) both instructions return at once.
+__device__ __forceinline__ void ChainedKernelPrologue() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
   // Rows at one stride (packed rows, contiguous views): no division.
   if (l.row_stride != 0) return r * l.row_stride;
@@ -265,6 +277,7 @@ __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool acti
 template <int TPR, int VPT>
 __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
     RowForward(const RowForwardParams p) {
+  ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
   extern __shared__ float wsm[];  // [dim] the weight in FP32
   __shared__ float scratch[MaxBlockOf(TPR) / 32];
@@ -383,6 +396,7 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
 template <int TPR, int VPT, bool kGate>
 __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
     RowForwardFlat(const RowForwardParams p) {
+  ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
   __shared__ float scratch[FlatBlockOf(TPR) / 32];
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
@@ -454,6 +468,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
 template <bool kResidual, bool kRuntimeStride>
 __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
     RowForwardLoop(const RowForwardParams p) {
+  ChainedKernelPrologue();
   const int64_t stride = kRuntimeStride ? static_cast<int64_t>(blockDim.x) : kLoopBlock;
   __shared__ float scratch[kLoopBlock / 32];
   const int64_t row = blockIdx.x;
@@ -500,6 +515,7 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 // suite), so they stay inline here; keep the two in step.
 template <int TPR, int VPT, bool kGate>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
+  ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
   // Where one row fills the CTA with 2 vectors per thread, the next rows are
   // copied asynchronously into a ring of kStages rows (BwdAsyncStages).
@@ -792,6 +808,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 template <int TPR, int VPT, bool kGate>
 __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     RowBackwardSplit(const RowBackwardParams p) {
+  ChainedKernelPrologue();
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
@@ -941,6 +958,7 @@ __device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int sto
 }
 
 __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReduceParams p) {
+  ChainedKernelPrologue();
   __shared__ double lanes[kDwReduceLanes][33];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   double acc = 0.0;
@@ -958,6 +976,7 @@ __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReducePa
 }
 
 __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
+  ChainedKernelPrologue();
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c < p.dim) StoreDw(p.dw, c, p.acc[c], p.store);
 }
