@@ -23,17 +23,15 @@ cudaKernelNodeParams KernelNodeParams(KernelLaunch& k) {
   return p;
 }
 
-// A kernel after a kernel depends on it programmatically: its CTAs may
-// launch once every CTA of the one before has started, and wait for that
-// kernel's completion in ChainedKernelPrologue (ops/row_kernels.cu) before
-// they touch memory; the gap between the two is then no kernel launch.
-// Edges to or from a memset are full completions.
-cudaGraphEdgeData EdgeBetween(const Launch& from, const Launch& to) {
+// Every node is a kernel (a MEMSET launch runs the zero kernel), and each
+// depends on the ones before it programmatically: its CTAs may launch once
+// every CTA of those has started, and wait for their completion in
+// ChainedKernelPrologue (ops/row_kernels.cu) before they touch memory; the
+// gap between two kernels is then no kernel launch.
+cudaGraphEdgeData ChainedEdge() {
   cudaGraphEdgeData e{};
-  if (from.kind() == KERNEL && to.kind() == KERNEL) {
-    e.from_port = cudaGraphKernelNodePortProgrammatic;
-    e.type = cudaGraphDependencyTypeProgrammatic;
-  }
+  e.from_port = cudaGraphKernelNodePortProgrammatic;
+  e.type = cudaGraphDependencyTypeProgrammatic;
   return e;
 }
 
@@ -71,23 +69,6 @@ Bindings Step::WithWorkspace(Bindings b) const {
   return b;
 }
 
-absl::StatusOr<cudaMemsetParams> Step::MemsetParams(const Launch& l, const Bindings& b) const {
-  CAKE_ASSIGN_OR_RETURN(void* dst, MemsetTargetOf(plan_, l, b));
-  if (l.memset_bytes() <= 0 || l.memset_bytes() % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("plan launches[", l.index(),
-                                                   "].memset_bytes = ", l.memset_bytes(),
-                                                   ": must be a positive multiple of 4"));
-  }
-  cudaMemsetParams p{};
-  p.dst = dst;
-  p.value = 0;
-  p.elementSize = 4;
-  p.width = static_cast<size_t>(l.memset_bytes() / 4);
-  p.height = 1;
-  p.pitch = 0;
-  return p;
-}
-
 absl::StatusOr<std::unique_ptr<Step>> Step::Build(const Plan& plan, const Bindings& bindings,
                                                   std::vector<Phase> phases) {
   std::unique_ptr<Step> step(new Step(plan, std::move(phases)));
@@ -101,28 +82,17 @@ absl::StatusOr<std::unique_ptr<Step>> Step::Build(const Plan& plan, const Bindin
   // Graph nodes of the plan's launches, by launch index (null: not in this
   // step; its dependents are ordered by the caller running phases in turn).
   std::vector<cudaGraphNode_t> node_of(plan.launches_size(), nullptr);
+  const cudaGraphEdgeData chained = ChainedEdge();
   for (const Launch& l : plan.launches()) {
     if (!InPhases(l, step->phases_)) continue;
-    std::vector<cudaGraphNode_t> deps;
-    std::vector<cudaGraphEdgeData> edges;
+    CAKE_ASSIGN_OR_RETURN(KernelLaunch k, MakeKernelLaunch(plan, l, b));
+    const cudaKernelNodeParams p = KernelNodeParams(k);
+    cudaGraphNode_t node = nullptr;
+    CAKE_CUDA_RETURN_IF_ERROR(cudaGraphAddKernelNode(&node, step->graph_, nullptr, 0, &p));
     for (int d : l.depends_on()) {
       if (node_of[d] == nullptr) continue;
-      deps.push_back(node_of[d]);
-      edges.push_back(EdgeBetween(plan.launches(d), l));
-    }
-    cudaGraphNode_t node = nullptr;
-    if (l.kind() == MEMSET) {
-      CAKE_ASSIGN_OR_RETURN(cudaMemsetParams p, step->MemsetParams(l, b));
       CAKE_CUDA_RETURN_IF_ERROR(
-          cudaGraphAddMemsetNode(&node, step->graph_, nullptr, 0, &p));
-    } else {
-      CAKE_ASSIGN_OR_RETURN(KernelLaunch k, MakeKernelLaunch(plan, l, b));
-      const cudaKernelNodeParams p = KernelNodeParams(k);
-      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphAddKernelNode(&node, step->graph_, nullptr, 0, &p));
-    }
-    for (size_t i = 0; i < deps.size(); ++i) {
-      CAKE_CUDA_RETURN_IF_ERROR(
-          cudaGraphAddDependencies(step->graph_, &deps[i], &node, &edges[i], 1));
+          cudaGraphAddDependencies(step->graph_, &node_of[d], &node, &chained, 1));
     }
     node_of[l.index()] = node;
     step->nodes_.push_back(node);
@@ -150,24 +120,13 @@ absl::Status Step::Rebind(const Bindings& bindings) {
   // Build every node's parameters before the first update, so that an error
   // leaves the step as it was.
   std::vector<KernelLaunch> kernels(nodes_.size());
-  std::vector<cudaMemsetParams> memsets(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    const Launch& l = plan_.launches(launch_index_[i]);
-    if (l.kind() == MEMSET) {
-      CAKE_ASSIGN_OR_RETURN(memsets[i], MemsetParams(l, b));
-    } else {
-      CAKE_ASSIGN_OR_RETURN(kernels[i], MakeKernelLaunch(plan_, l, b));
-    }
+    CAKE_ASSIGN_OR_RETURN(kernels[i], MakeKernelLaunch(plan_, plan_.launches(launch_index_[i]), b));
   }
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (plan_.launches(launch_index_[i]).kind() == MEMSET) {
-      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphExecMemsetNodeSetParams(exec_, nodes_[i], &memsets[i]));
-      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphMemsetNodeSetParams(nodes_[i], &memsets[i]));
-    } else {
-      const cudaKernelNodeParams p = KernelNodeParams(kernels[i]);
-      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphExecKernelNodeSetParams(exec_, nodes_[i], &p));
-      CAKE_CUDA_RETURN_IF_ERROR(cudaGraphKernelNodeSetParams(nodes_[i], &p));
-    }
+    const cudaKernelNodeParams p = KernelNodeParams(kernels[i]);
+    CAKE_CUDA_RETURN_IF_ERROR(cudaGraphExecKernelNodeSetParams(exec_, nodes_[i], &p));
+    CAKE_CUDA_RETURN_IF_ERROR(cudaGraphKernelNodeSetParams(nodes_[i], &p));
   }
   bindings_ = b;
   return absl::OkStatus();

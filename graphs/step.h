@@ -1,7 +1,8 @@
-// A Step: the launches of a plan as one CUDA graph, built explicitly (memset
-// nodes, kernel nodes from each program's KernelLaunch, edges from the plan's
-// dependencies), instantiated once and replayed, rebound to new buffers by
-// per-node updates, embedded in a trainer's graph, or launched eagerly.
+// A Step: the launches of a plan as one CUDA graph, built explicitly (a
+// kernel node per launch from its KernelLaunch, MEMSET launches as the zero
+// kernel; programmatic edges from the plan's dependencies), instantiated
+// once and replayed, rebound to new buffers by per-node updates, embedded in
+// a trainer's graph, or launched eagerly.
 #ifndef CAKE_GRAPHS_STEP_H_
 #define CAKE_GRAPHS_STEP_H_
 
@@ -65,7 +66,6 @@ class Step {
   Step(Plan plan, std::vector<Phase> phases) : plan_(std::move(plan)), phases_(std::move(phases)) {}
   // The bindings with the owned workspace filled in where the caller gave none.
   Bindings WithWorkspace(Bindings b) const;
-  absl::StatusOr<cudaMemsetParams> MemsetParams(const Launch& l, const Bindings& b) const;
 
   Plan plan_;
   std::vector<Phase> phases_;

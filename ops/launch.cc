@@ -36,6 +36,36 @@ absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::
       absl::StrCat("plan has no workspace region \"", name, "\""));
 }
 
+// A MEMSET launch is the zero kernel over the first memset_bytes of its
+// region.
+absl::StatusOr<KernelLaunch> ZeroLaunch(const Plan& plan, const Launch& launch, const Bindings& b) {
+  const WorkspaceRegion* region = nullptr;
+  for (const WorkspaceRegion& r : plan.workspace()) {
+    if (r.name() == launch.region()) region = &r;
+  }
+  if (region == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].region = \"", launch.region(),
+                                                   "\": the plan has no such workspace region"));
+  }
+  const int64_t bytes = launch.memset_bytes();
+  if (bytes <= 0 || bytes % 4 != 0 || bytes > region->bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].memset_bytes = ", bytes,
+        ": must be a positive multiple of 4 within region \"", region->name(), "\" (",
+        region->bytes(), " bytes)"));
+  }
+  ZeroParams p{};
+  p.dst = reinterpret_cast<uint32_t*>(static_cast<char*>(b.workspace) + region->offset());
+  p.words = bytes / 4;
+  KernelLaunch k;
+  k.function = ZeroWordsKernel();
+  k.grid = dim3(static_cast<unsigned>(std::min<int64_t>(CeilDiv(p.words, kZeroBlock), 1024)));
+  k.block = dim3(kZeroBlock);
+  k.SetParams(p);
+  return k;
+}
+
 RowLayout LayoutOf(const StepSpec& spec) {
   const RowShape s = RowShapeOf(spec);
   return MakeRowLayout(s.rows(), s.heads, s.dim, s.token_stride, s.head_stride);
@@ -145,6 +175,7 @@ absl::Status CheckBindings(const Plan& plan, const Bindings& b) {
 
 absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& launch,
                                               const Bindings& b) {
+  if (launch.kind() == MEMSET) return ZeroLaunch(plan, launch, b);
   const ProgramInfo* program = FindProgram(launch.program());
   if (program == nullptr || launch.kind() != KERNEL) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
@@ -231,10 +262,6 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
   return k;
 }
 
-absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch, const Bindings& b) {
-  return RegionPtr(plan, b, launch.region());
-}
-
 bool InPhases(const Launch& launch, absl::Span<const Phase> phases) {
   return phases.empty() || std::find(phases.begin(), phases.end(), launch.phase()) != phases.end();
 }
@@ -243,41 +270,29 @@ absl::Status LaunchEager(const Plan& plan, const Bindings& bindings, cudaStream_
                          absl::Span<const Phase> phases) {
   CAKE_RETURN_IF_ERROR(CheckBindings(plan, bindings));
   // Build every launch before the first runs, so a bad plan launches nothing.
-  std::vector<KernelLaunch> kernels(plan.launches_size());
-  std::vector<void*> memsets(plan.launches_size(), nullptr);
+  std::vector<KernelLaunch> kernels;
   for (const Launch& l : plan.launches()) {
     if (!InPhases(l, phases)) continue;
-    if (l.kind() == MEMSET) {
-      CAKE_ASSIGN_OR_RETURN(memsets[l.index()], MemsetTargetOf(plan, l, bindings));
-    } else {
-      CAKE_ASSIGN_OR_RETURN(kernels[l.index()], MakeKernelLaunch(plan, l, bindings));
-    }
+    CAKE_ASSIGN_OR_RETURN(KernelLaunch k, MakeKernelLaunch(plan, l, bindings));
+    kernels.push_back(k);
   }
   // Launches are listed in dependency order, so issuing them in order on one
-  // stream respects every edge. A kernel right after one of this call's
-  // kernels follows it programmatically, as in the graphs (graphs/step.cc);
-  // the first follows whatever the stream ran before in full.
-  bool after_kernel = false;
-  for (const Launch& l : plan.launches()) {
-    if (!InPhases(l, phases)) continue;
-    if (l.kind() == MEMSET) {
-      CAKE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(memsets[l.index()], 0, l.memset_bytes(), stream));
-      after_kernel = false;
-      continue;
-    }
-    KernelLaunch& k = kernels[l.index()];
-    cudaLaunchAttribute chained{};
-    chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    chained.val.programmaticStreamSerializationAllowed = 1;
+  // stream respects every edge. Each kernel after the first follows the one
+  // before programmatically, as in the graphs (graphs/step.cc); the first
+  // follows whatever the stream ran before in full.
+  cudaLaunchAttribute chained{};
+  chained.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  chained.val.programmaticStreamSerializationAllowed = 1;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    KernelLaunch& k = kernels[i];
     cudaLaunchConfig_t config{};
     config.gridDim = k.grid;
     config.blockDim = k.block;
     config.dynamicSmemBytes = k.dynamic_smem_bytes;
     config.stream = stream;
-    config.attrs = after_kernel ? &chained : nullptr;
-    config.numAttrs = after_kernel ? 1 : 0;
+    config.attrs = i > 0 ? &chained : nullptr;
+    config.numAttrs = i > 0 ? 1 : 0;
     CAKE_CUDA_RETURN_IF_ERROR(cudaLaunchKernelExC(&config, k.function, k.args()));
-    after_kernel = true;
   }
   return absl::OkStatus();
 }

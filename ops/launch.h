@@ -78,14 +78,11 @@ struct KernelLaunch {
 // InvalidArgumentError naming the role otherwise.
 absl::Status CheckBindings(const Plan& plan, const Bindings& bindings);
 
-// The kernel launch of one KERNEL launch of `plan` with `bindings` (which
-// CheckBindings accepted).
+// The kernel launch of one launch of `plan` with `bindings` (which
+// CheckBindings accepted): its program's kernel, or for a MEMSET launch the
+// zero kernel over its workspace region (ZeroWordsKernel).
 absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& launch,
                                               const Bindings& bindings);
-
-// The device pointer a MEMSET launch zeroes.
-absl::StatusOr<void*> MemsetTargetOf(const Plan& plan, const Launch& launch,
-                                     const Bindings& bindings);
 
 // Whether a plan launch belongs to `phases` (empty: every phase).
 bool InPhases(const Launch& launch, absl::Span<const Phase> phases);

@@ -975,6 +975,14 @@ __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReducePa
   if (threadIdx.y == 0 && c < p.dim) StoreDw(p.dw, c, lanes[0][threadIdx.x], p.store);
 }
 
+__global__ void __launch_bounds__(kZeroBlock) ZeroWords(const ZeroParams p) {
+  ChainedKernelPrologue();
+  for (int64_t i = int64_t{blockIdx.x} * kZeroBlock + threadIdx.x; i < p.words;
+       i += int64_t{gridDim.x} * kZeroBlock) {
+    p.dst[i] = 0;
+  }
+}
+
 __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
   ChainedKernelPrologue();
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -1053,5 +1061,6 @@ const void* RowForwardLoopKernel(bool residual, bool runtime_stride) {
 
 const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
 const void* DwFinishKernel() { return reinterpret_cast<const void*>(&DwFinish); }
+const void* ZeroWordsKernel() { return reinterpret_cast<const void*>(&ZeroWords); }
 
 }  // namespace cake

@@ -128,6 +128,15 @@ struct DwFinishParams {
   int store;  // DwStore
 };
 
+// dst[0 .. words) = 0: a plan's MEMSET launch, run as a kernel so that the
+// kernel after it follows it programmatically like any other (a memset
+// node ahead of the kb backward had cost about 10 us per graph replay).
+inline constexpr int kZeroBlock = 256;
+struct ZeroParams {
+  uint32_t* dst;
+  int64_t words;
+};
+
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 // The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA).
@@ -141,6 +150,7 @@ const void* RowForwardLoopKernel(bool residual, bool runtime_stride);
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();
 const void* DwFinishKernel();
+const void* ZeroWordsKernel();
 
 }  // namespace cake
 
