@@ -17,7 +17,7 @@
 #include "ops/status.h"
 #include "planner/planner.h"
 #include "planner/text_proto.h"
-#include "tests/testing/plans.h"
+#include "planner/routing.h"
 #include "tests/testing/step_buffers.h"
 
 namespace cake::bench {
@@ -107,13 +107,7 @@ void FillImpl(const std::string& name, const Timed& t, bool cupti, BenchImpl* ou
 
 absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device, SpanTimer& timer,
                                   ColdL2& l2, cudaStream_t stream, const BenchOptions& o) {
-  CAKE_ASSIGN_OR_RETURN(Plan plan, MakePlan(c.spec, device));
-  if (!c.program.empty()) {
-    const ProgramInfo* forced = FindProgram(c.program);
-    if (forced == nullptr) return absl::InvalidArgumentError("--program: no such program");
-    CAKE_RETURN_IF_ERROR(CheckStandsIn(*forced, plan));
-    plan = testing::ForceStage(plan, c.program, device);
-  }
+  CAKE_ASSIGN_OR_RETURN(const Plan plan, PlanCase(c, device));
   Timed impls[2];
   for (int i = 0; i < 2; ++i) {
     CAKE_ASSIGN_OR_RETURN(impls[i].buffers, testing::StepBuffers::Create(plan));
@@ -164,18 +158,29 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 
 }  // namespace
 
-absl::Status CheckStandsIn(const ProgramInfo& forced, const Plan& plan) {
-  CAKE_RETURN_IF_ERROR(CheckSupports(forced, plan.spec()));
-  for (const Launch& l : plan.launches()) {
-    const ProgramInfo* routed = FindProgram(l.program());
-    if (routed != nullptr && routed->stage == forced.stage &&
-        routed->dw_output != forced.dw_output) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--program ", forced.id, " cannot stand in for ", routed->id,
-          ": they leave dw in different forms (partials or an accumulator); try the other --mode"));
-    }
+absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device) {
+  if (c.program.empty()) return MakePlan(c.spec, device);
+  const ProgramInfo* forced = FindProgram(c.program);
+  if (forced == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--program \"", c.program, "\": no such program"));
   }
-  return absl::OkStatus();
+  if (forced->stage != Stage::kForward && forced->stage != Stage::kBackward) {
+    return absl::InvalidArgumentError(absl::StrCat("--program \"", c.program, "\": a ",
+                                                   StageName(forced->stage),
+                                                   " program; pick a forward or a backward"));
+  }
+  CAKE_RETURN_IF_ERROR(CheckSupports(*forced, c.spec));
+  CAKE_ASSIGN_OR_RETURN(const RoutingTable* routed, RoutingTableFor(device.arch));
+  RoutingTable table;
+  table.set_arch(routed->arch());
+  table.set_version(absl::StrCat(routed->version(), "+", c.program));
+  Window* w = table.add_windows();
+  w->set_op(c.spec.op());
+  w->set_phase_kind(forced->stage == Stage::kForward ? PHASE_KIND_FORWARD : PHASE_KIND_BACKWARD);
+  w->set_program(c.program);
+  w->set_evidence("--program");
+  for (const Window& rest : routed->windows()) *table.add_windows() = rest;
+  return MakePlan(c.spec, device, table);
 }
 
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,

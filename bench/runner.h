@@ -45,10 +45,13 @@ struct BenchOptions {
   uint64_t seed = 1;
 };
 
-// Whether `forced` can run in place of the program of its stage in `plan`
-// (BenchCase::program): it supports the plan's spec and leaves dw in the
-// same form (partials or an accumulator) as the routed program it replaces.
-absl::Status CheckStandsIn(const ProgramInfo& forced, const Plan& plan);
+// The plan a case times: the routed one, or with BenchCase::program planned
+// through the arch's routing table with a window for it ahead of the rest,
+// so that the planner adds what it needs (dw.reduce after partials; the
+// zeroed accumulator and dw.finish after kb). InvalidArgument when there is
+// no such program, it is no forward or backward, or it does not take the
+// spec (op, dims, layout, a non-deterministic program for a det spec).
+absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device);
 
 // Runs before a backward-only spec: the forward on the same buffers, so the
 // backward reads a real rstd (and h).

@@ -159,8 +159,18 @@ absl::Status CheckSharedMemory(const Plan& plan, const TargetDevice& target) {
 }  // namespace
 
 absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target) {
-  CAKE_ASSIGN_OR_RETURN(StepSpec spec, Canonicalize(in));
   CAKE_ASSIGN_OR_RETURN(const RoutingTable* table, RoutingTableFor(target.arch));
+  return MakePlan(in, target, *table);
+}
+
+absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target,
+                              const RoutingTable& routes) {
+  CAKE_ASSIGN_OR_RETURN(StepSpec spec, Canonicalize(in));
+  if (routes.arch() != target.arch) {
+    return absl::InvalidArgumentError(absl::StrCat("routing table arch = \"", routes.arch(),
+                                                   "\": the target is ", target.arch));
+  }
+  const RoutingTable* table = &routes;
   if (target.sm_count <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("target.sm_count = ", target.sm_count, ": must be > 0"));

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "cake/plan.pb.h"
+#include "cake/routing.pb.h"
 #include "cake/step.pb.h"
 #include "ops/target.h"
 #include "planner/plan_cache.h"
@@ -25,6 +26,10 @@ inline constexpr int64_t kWorkspaceAlignment = 256;
 
 // Plans `spec` for `target`, uncached.
 absl::StatusOr<Plan> MakePlan(const StepSpec& spec, const TargetDevice& target);
+// The same with `table` in place of the arch's routing table (its version
+// enters the fingerprint): candidates for a window, timed side by side.
+absl::StatusOr<Plan> MakePlan(const StepSpec& spec, const TargetDevice& target,
+                              const RoutingTable& table);
 
 // Hex digest of a plan's inputs: format version, canonical spec, arch, SM
 // count and routing-table version, from their deterministic serialization.

@@ -46,9 +46,10 @@ const char kBenchHelp[] =
     "Prints a table and, with --json, writes the report (bench.proto, JSON).\n"
     "--flush: how L2 is flushed before each replay, cudaMemsetAsync (default) or a fill\n"
     "kernel of plain 16-byte stores (as PyTorch's fill_, which bench/peers.py uses).\n"
-    "--program ID runs that program in place of the routed one of its stage, on the cases\n"
-    "where it can (it takes the spec and leaves dw in the routed program's form, partials or\n"
-    "an accumulator; the others are left out): candidates for the routing table side by side.\n"
+    "--program ID (a forward or backward) runs that program in place of the routed one of\n"
+    "its stage, with the launches its dw form needs (dw.reduce, or a zeroed accumulator and\n"
+    "dw.finish), on the cases whose spec it takes (the others are left out): candidates for\n"
+    "the routing table side by side.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
@@ -179,12 +180,14 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
         if (forced == nullptr) {
           return Bad(absl::StrCat("--program \"", c.program, "\": no such program (cake programs)"));
         }
-        // Left out: the cases where it cannot run in place of the routed
-        // program (another stage, a spec it does not take, another dw form).
+        if (forced->stage != Stage::kForward && forced->stage != Stage::kBackward) {
+          return Bad(absl::StrCat("--program \"", c.program, "\": a ", StageName(forced->stage),
+                                  " program; pick a forward or a backward"));
+        }
+        // Left out: the cases where it cannot run (a phase of another stage
+        // only, a spec it does not take).
         const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
-        if (!stage_runs) continue;
-        absl::StatusOr<Plan> plan = MakePlan(*spec, *nominal);
-        if (!plan.ok() || !bench::CheckStandsIn(*forced, *plan).ok()) continue;
+        if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
       }
       if (flags.count("filter")) {
         const std::string name = absl::StrCat(c.shape, " ", c.op);

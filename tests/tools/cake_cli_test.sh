@@ -84,9 +84,12 @@ expect "bench alternatives" 0 "^wrote 2 case\(s\)" -- "$cake" bench --filter "[4
 expect "bench parts" 0 "^wrote 118 case\(s\)" -- "$cake" bench --part 2/2 --cases-out "$tmp/c.json"
 expect "bench program" 0 "^wrote 6 case\(s\)" -- "$cake" bench --program rmsnorm.fwd.warp --ops fwd --cases-out "$tmp/c.json"
 expect "bench program in ckpt" 0 "^wrote 18 case\\(s\\)" -- "$cake" bench --program rmsnorm.fwd.warp --cases-out "$tmp/c.json"
-# kb cannot stand in where the routed backward writes partials (split at 16384 rows,
-# det.partials in the non-deterministic mode at H = 1536): those cases are left out.
-expect "bench program, dw form" 0 "^wrote 1 case\\(s\\)" -- "$cake" bench --program rmsnorm.bwd.kb --mode nondet --ops bwd --filter "[16384, 1536] bf16w|[65536, 6144] bf16w|[65536, 1536] bf16w" --cases-out "$tmp/c.json"
+# kb runs where the routed backward writes partials too (the planner adds its
+# accumulator and dw.finish); in the deterministic mode it takes no case, and a
+# reduce program is refused.
+expect "bench program, dw form" 0 "^wrote 3 case\\(s\\)" -- "$cake" bench --program rmsnorm.bwd.kb --mode nondet --ops bwd --filter "[16384, 1536] bf16w|[65536, 6144] bf16w|[65536, 1536] bf16w" --cases-out "$tmp/c.json"
+expect "bench program, det" 2 "no case to run" -- "$cake" bench --program rmsnorm.bwd.kb --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
+expect "bench program, reduce" 2 "a reduce program" -- "$cake" bench --program dw.reduce --ops bwd --cases-out "$tmp/c.json"
 expect "bench spec file" 0 "^wrote 4 case\(s\)" -- "$cake" bench "$root/examples/specs/residual_rmsnorm_t16384_h6144.textproto" --cases-out "$tmp/c.json"
 expect "bench bad part" 2 "--part \"3/2\": expected K/N" -- "$cake" bench --part 3/2
 expect "bench bad op" 2 "--ops: \"nope\"" -- "$cake" bench --ops fwd,nope

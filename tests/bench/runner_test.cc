@@ -1,0 +1,78 @@
+// How `cake bench --program` plans a case, on the CPU.
+#include "bench/runner.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ops/target.h"
+#include "planner/planner.h"
+#include "tests/testing/specs.h"
+
+namespace cake::bench {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::string> Programs(const Plan& plan) {
+  std::vector<std::string> ids;
+  for (const Launch& l : plan.launches()) ids.push_back(l.program());
+  return ids;
+}
+
+const TargetDevice& H200() {
+  static const TargetDevice d = *TargetDevice::ForArch("sm_90a");
+  return d;
+}
+
+TEST(PlanCaseTest, WithoutProgramItIsTheRoutedPlan) {
+  const BenchCase c{"[65536, 2048] bf16w", "bwd", testing::RowsSpec(65536, 2048, false, {BACKWARD}), ""};
+  const absl::StatusOr<Plan> plan = PlanCase(c, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->fingerprint(), MakePlan(c.spec, H200())->fingerprint());
+}
+
+// kb where the table routes det.partials (non-deterministic, D 520..4096):
+// the planner adds its zeroed accumulator and dw.finish.
+TEST(PlanCaseTest, ABackwardOfAnotherDwFormBringsItsOwnCompanions) {
+  const StepSpec spec = testing::RowsSpec(65536, 2048, false, {BACKWARD});
+  EXPECT_THAT(Programs(*MakePlan(spec, H200())), ElementsAre("rmsnorm.bwd.det.partials", "dw.reduce"));
+  const absl::StatusOr<Plan> plan = PlanCase({"s", "bwd", spec, "rmsnorm.bwd.kb"}, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Programs(*plan), ElementsAre("memset", "rmsnorm.bwd.kb", "dw.finish"));
+  EXPECT_THAT(plan->routing_table_version(), HasSubstr("+rmsnorm.bwd.kb"));
+  EXPECT_NE(plan->fingerprint(), MakePlan(spec, H200())->fingerprint());
+  // And back: det.partials where kb is routed.
+  const StepSpec wide = testing::RowsSpec(65536, 6144, false, {BACKWARD});
+  EXPECT_THAT(Programs(*MakePlan(wide, H200())), ElementsAre("memset", "rmsnorm.bwd.kb", "dw.finish"));
+  const absl::StatusOr<Plan> det = PlanCase({"s", "bwd", wide, "rmsnorm.bwd.det.partials"}, H200());
+  ASSERT_TRUE(det.ok()) << det.status();
+  EXPECT_THAT(Programs(*det), ElementsAre("rmsnorm.bwd.det.partials", "dw.reduce"));
+}
+
+TEST(PlanCaseTest, AForwardReplacesBothForwardPhases) {
+  const StepSpec spec = testing::RowsSpec(65536, 4096, true);
+  const absl::StatusOr<Plan> plan = PlanCase({"s", "ckpt", spec, "rmsnorm.fwd.flat"}, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Programs(*plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat",
+                                           "rmsnorm.bwd.det.partials", "dw.reduce"));
+}
+
+TEST(PlanCaseTest, ProgramsThatCannotRunAreRefusedByName) {
+  const StepSpec det = testing::RowsSpec(65536, 2048, true, {BACKWARD});
+  absl::Status s = PlanCase({"s", "bwd", det, "rmsnorm.bwd.kb"}, H200()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rmsnorm.bwd.kb is not deterministic"));
+  s = PlanCase({"s", "bwd", det, "dw.reduce"}, H200()).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--program \"dw.reduce\": a reduce program"));
+  s = PlanCase({"s", "bwd", det, "rmsnorm.bwd.nope"}, H200()).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no such program"));
+  s = PlanCase({"s", "bwd", det, "rmsnorm_silu_gate.bwd.det.partials"}, H200()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace cake::bench
