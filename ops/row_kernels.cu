@@ -1,6 +1,7 @@
-// The row kernels of rmsnorm_train and rmsnorm_silu_gate_train, and the dw
-// reduce and finish. The formulas and the bytes each kernel moves are stated
-// with its Params struct in ops/row_kernels.h.
+// The row kernels of rmsnorm_train and rmsnorm_silu_gate_train, the dw
+// reduce and finish, and the zero kernel of a plan's MEMSET launches. The
+// formulas and the bytes each kernel moves are stated with its Params struct
+// in ops/row_kernels.h.
 //
 // A group of TPR threads holds one row in registers, VPT 16-byte vectors of
 // 8 BF16 each per thread (ops/row_config.h); a CTA holds BLOCK / TPR rows
