@@ -158,17 +158,23 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 
 }  // namespace
 
-absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device) {
-  if (c.program.empty()) return MakePlan(c.spec, device);
-  const ProgramInfo* forced = FindProgram(c.program);
+absl::StatusOr<const ProgramInfo*> ForcedProgram(const std::string& id) {
+  const ProgramInfo* forced = FindProgram(id);
   if (forced == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--program \"", c.program, "\": no such program"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--program \"", id, "\": no such program (cake programs)"));
   }
   if (forced->stage != Stage::kForward && forced->stage != Stage::kBackward) {
-    return absl::InvalidArgumentError(absl::StrCat("--program \"", c.program, "\": a ",
+    return absl::InvalidArgumentError(absl::StrCat("--program \"", id, "\": a ",
                                                    StageName(forced->stage),
                                                    " program; pick a forward or a backward"));
   }
+  return forced;
+}
+
+absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device) {
+  if (c.program.empty()) return MakePlan(c.spec, device);
+  CAKE_ASSIGN_OR_RETURN(const ProgramInfo* forced, ForcedProgram(c.program));
   CAKE_RETURN_IF_ERROR(CheckSupports(*forced, c.spec));
   CAKE_ASSIGN_OR_RETURN(const RoutingTable* routed, RoutingTableFor(device.arch));
   RoutingTable table;

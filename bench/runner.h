@@ -45,6 +45,10 @@ struct BenchOptions {
   uint64_t seed = 1;
 };
 
+// The program `id` names, if `--program` may force it: a forward or a
+// backward (InvalidArgument naming the id otherwise).
+absl::StatusOr<const ProgramInfo*> ForcedProgram(const std::string& id);
+
 // The plan a case times: the routed one, or with BenchCase::program planned
 // through the arch's routing table with a window for it ahead of the rest,
 // so that the planner adds what it needs (dw.reduce after partials; the

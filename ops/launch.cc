@@ -28,21 +28,26 @@ absl::Status CheckRole(const char* role, const void* ptr, uintptr_t alignment, c
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::string& name) {
+// The plan's workspace region of that name, or null.
+const WorkspaceRegion* RegionOf(const Plan& plan, const std::string& name) {
   for (const WorkspaceRegion& r : plan.workspace()) {
-    if (r.name() == name) return static_cast<char*>(b.workspace) + r.offset();
+    if (r.name() == name) return &r;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("plan has no workspace region \"", name, "\""));
+  return nullptr;
+}
+
+absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::string& name) {
+  const WorkspaceRegion* r = RegionOf(plan, name);
+  if (r == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("plan has no workspace region \"", name, "\""));
+  }
+  return static_cast<char*>(b.workspace) + r->offset();
 }
 
 // A MEMSET launch is the zero kernel over the first memset_bytes of its
 // region.
 absl::StatusOr<KernelLaunch> ZeroLaunch(const Plan& plan, const Launch& launch, const Bindings& b) {
-  const WorkspaceRegion* region = nullptr;
-  for (const WorkspaceRegion& r : plan.workspace()) {
-    if (r.name() == launch.region()) region = &r;
-  }
+  const WorkspaceRegion* region = RegionOf(plan, launch.region());
   if (region == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
                                                    "].region = \"", launch.region(),

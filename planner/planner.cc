@@ -164,13 +164,12 @@ absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target) {
 }
 
 absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target,
-                              const RoutingTable& routes) {
+                              const RoutingTable& table) {
   CAKE_ASSIGN_OR_RETURN(StepSpec spec, Canonicalize(in));
-  if (routes.arch() != target.arch) {
-    return absl::InvalidArgumentError(absl::StrCat("routing table arch = \"", routes.arch(),
+  if (table.arch() != target.arch) {
+    return absl::InvalidArgumentError(absl::StrCat("routing table arch = \"", table.arch(),
                                                    "\": the target is ", target.arch));
   }
-  const RoutingTable* table = &routes;
   if (target.sm_count <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("target.sm_count = ", target.sm_count, ": must be > 0"));
@@ -180,8 +179,8 @@ absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target,
   *plan.mutable_spec() = spec;
   plan.set_arch(target.arch);
   plan.set_sm_count(target.sm_count);
-  plan.set_routing_table_version(table->version());
-  plan.set_fingerprint(Fingerprint(spec, target, table->version()));
+  plan.set_routing_table_version(table.version());
+  plan.set_fingerprint(Fingerprint(spec, target, table.version()));
   if (RowShapeOf(spec).rows() == 0) {
     plan.add_notes("layout.tokens = 0: nothing to run");
     return plan;
@@ -191,10 +190,10 @@ absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target,
   for (int p : spec.phases()) {
     const Phase phase = static_cast<Phase>(p);
     if (phase == BACKWARD) {
-      CAKE_ASSIGN_OR_RETURN(last, AddBackward(b, *table, spec, last, &plan));
+      CAKE_ASSIGN_OR_RETURN(last, AddBackward(b, table, spec, last, &plan));
       continue;
     }
-    CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(*table, spec, PHASE_KIND_FORWARD));
+    CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(table, spec, PHASE_KIND_FORWARD));
     if (route.default_rule) {
       plan.add_notes(absl::StrCat(Phase_Name(phase), ": ", route.reason));
     }

@@ -176,17 +176,11 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
       if (!spec.ok()) return Bad(std::string(spec.status().message()));
       const bench::BenchCase c{shape.shape, op, *spec, FlagOr(flags, "program", "")};
       if (!c.program.empty()) {
-        const ProgramInfo* forced = FindProgram(c.program);
-        if (forced == nullptr) {
-          return Bad(absl::StrCat("--program \"", c.program, "\": no such program (cake programs)"));
-        }
-        if (forced->stage != Stage::kForward && forced->stage != Stage::kBackward) {
-          return Bad(absl::StrCat("--program \"", c.program, "\": a ", StageName(forced->stage),
-                                  " program; pick a forward or a backward"));
-        }
+        const absl::StatusOr<const ProgramInfo*> forced = bench::ForcedProgram(c.program);
+        if (!forced.ok()) return Bad(std::string(forced.status().message()));
         // Left out: the cases where it cannot run (a phase of another stage
         // only, a spec it does not take).
-        const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
+        const bool stage_runs = (*forced)->stage == Stage::kForward ? op != "bwd" : op != "fwd";
         if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
       }
       if (flags.count("filter")) {
