@@ -225,6 +225,9 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.dx = b.dx;
       p.dz = gate ? b.dz : nullptr;
       p.rows_per_block = launch.rows_per_block();
+      p.unit_rows = BwdUnitRows(p.rows_per_block,
+                                BwdRowsPerStep(program->row_config(p.layout.dim), gate),
+                                p.layout.dim);
       p.w_fp32 = spec.weight_dtype() == FP32;
       CAKE_ASSIGN_OR_RETURN(void* sums, RegionPtr(plan, b, launch.region()));
       if (program->dw_output == DwOutput::kPartials) {

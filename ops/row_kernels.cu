@@ -523,6 +523,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   constexpr int kStages = BwdAsyncStages(TPR, VPT);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   static_assert(kStages == 0 || kRows == 1, "the ring takes the fold's place");
+  constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
+  constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned), or
   // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
@@ -543,6 +545,11 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   auto slot_of = [&](int stage, int t, int i) {
     return ring + ((stage * kTensors + t) * VPT + i) * blockDim.x + threadIdx.x;
   };
+  // Block b of the partition reads units of `unit` rows: b, b + blocks,
+  // b + 2 * blocks, ... (BwdUnitRows).
+  const int64_t rows = p.layout.rows;
+  const int64_t unit = p.unit_rows;
+  const int64_t unit_stride = p.blocks * unit;
   // The rows this CTA takes, block after block, as a stream from which the
   // ring is filled kStages - 1 rows ahead of the row being reduced, across
   // the blocks' edges: copy_next copies this thread's vectors of the
@@ -550,10 +557,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // past the last row, so that every step commits one and WaitCopies counts
   // rows).
   int64_t copy_block = blockIdx.x;
-  int64_t copy_row = copy_block * p.rows_per_block;
+  UnitCursor copy = FirstUnit(copy_block, unit, rows);
   auto copy_next = [&](int stage) {
     if (copy_block < p.blocks) {
-      const int64_t off = RowOffset(p.layout, copy_row);
+      const int64_t off = RowOffset(p.layout, copy.at);
       const void* const src[3] = {p.x, p.dy, p.z};
 #pragma unroll
       for (int t = 0; t < kTensors; ++t) {
@@ -564,9 +571,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v);
         }
       }
-      if (++copy_row == min(p.layout.rows, (copy_block + 1) * p.rows_per_block)) {
+      if (!Advance(copy, 1, unit, unit_stride, rows)) {
         copy_block += gridDim.x;
-        copy_row = copy_block * p.rows_per_block;
+        copy = FirstUnit(copy_block, unit, rows);
       }
     }
     CommitCopies();
@@ -580,8 +587,6 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   StageWeight(p.w, p.w_fp32, vecs, wsm);
 
   for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
-    const int64_t begin = b * p.rows_per_block;
-    const int64_t end = min(p.layout.rows, begin + p.rows_per_block);
     // Kahan sums: the dw total of this thread's columns and its running
     // compensation (the low part lost so far, negated).
     float total[VPT][8], comp[VPT][8];
@@ -596,25 +601,36 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // gate's two row groups of one) the next step's are loaded before the
     // current one is reduced. Each thread adds its rows' dw terms in row
     // order either way.
-    constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
-    constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
-    // Loads the row groups of the step at `first` (rows past `end` as zeros).
-    auto load_step = [&](int64_t first, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
-                         uint4 (&zs)[kDepth][VPT]) {
+    // With several row groups per step, their rstd values are loaded with
+    // their rows, with kPrefetch a step ahead as well (loaded in the step
+    // itself, behind the next step's rows, rstd's first use was where the
+    // gated backward's warps stalled most: a fifth of ncu's samples).
+    float rs[kDepth];
+    // Loads the row groups of the step at `at` (rows past its unit's end as
+    // zeros).
+    auto load_step = [&](const UnitCursor& at, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
+                         uint4 (&zs)[kDepth][VPT], float (&rss)[kDepth]) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = first + group + d * kRows;
-        const bool active = row < end;
+        const int64_t row = at.at + group + d * kRows;
+        const bool active = row < at.end;
         const int64_t off = active ? RowOffset(p.layout, row) : 0;
         LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xs[d]);
         LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dys[d]);
         LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
+        if (kDepth > 1) rss[d] = active ? p.rstd[row] : 0.f;
       }
     };
-    if (kPrefetch) load_step(begin, xr, dyr, zr);
-    for (int64_t base = begin; base < end; base += kRows * kDepth) {
+    UnitCursor step = FirstUnit(b, unit, rows);
+    if (kPrefetch) load_step(step, xr, dyr, zr, rs);
+    for (bool more = true; more;) {
+      UnitCursor next = step;
+      more = Advance(next, int64_t{kRows} * kDepth, unit, unit_stride, rows);
+      const int64_t base = step.at;
+      const int64_t end = step.end;
       uint4 nx[kDepth][VPT], ndy[kDepth][VPT], nz[kDepth][VPT];
+      float nrs[kDepth];
       const int cur = stage;  // the ring stage of this step's row
       if constexpr (kStages > 0) {
         // One row per step: copy the stream's row kStages - 1 ahead, wait
@@ -632,21 +648,14 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         }
         stage = stage + 1 == kStages ? 0 : stage + 1;
       } else if (kPrefetch) {
-        load_step(base + kRows * kDepth, nx, ndy, nz);
+        load_step(next, nx, ndy, nz, nrs);
       } else {
-        load_step(base, xr, dyr, zr);
+        load_step(step, xr, dyr, zr, rs);
       }
-      // Several row groups in flight: their rstd loads go with their rows'.
-      // One: the load is issued after pass 1 and waited for across the row
-      // sum's barriers (issued earlier, it held a register through pass 1 and
-      // the wide instances spilled).
-      float rstds[kDepth];
+      // One row group per step: its rstd load is issued after pass 1 and
+      // waited for across the row sum's barriers (issued earlier, it held a
+      // register through pass 1 and the wide instances spilled).
       float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
-#pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = base + group + d * kRows;
-        if (kDepth > 1) rstds[d] = row < end ? p.rstd[row] : 0.f;
-      }
 
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
@@ -676,7 +685,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             dot += dyf[j] * wsm[v * 8 + j] * s * xf[j];
           }
         }
-        const float rstd = kDepth > 1 ? rstds[d] : active ? p.rstd[row] : 0.f;
+        const float rstd = kDepth > 1 ? rs[d] : active ? p.rstd[row] : 0.f;
         const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, inv_dim);
 
         // Pass 2: dx, dz, and the dw terms.
@@ -746,8 +755,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             dyr[d][i] = ndy[d][i];
             zr[d][i] = nz[d][i];
           }
+          rs[d] = nrs[d];
         }
       }
+      step = next;
     }
 
     // The block's dw row: its row groups folded in FP64 in a fixed order.

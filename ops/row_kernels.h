@@ -42,6 +42,28 @@ CAKE_HOST_DEVICE inline int64_t HeadsQuotient(const RowLayout& l, int64_t r) {
   return static_cast<int64_t>((r32 * l.heads_mul) >> l.heads_shift);
 }
 
+// A position in a backward block's rows (RowBackwardParams.unit_rows): row
+// `at` of the unit that ends at `end`. Block b's first unit starts at
+// b * unit; Advance moves n rows on, into the block's next unit (`stride`
+// rows after this one's first) past this unit's end, and returns false once
+// past the block's last row (a unit that ends at `rows` is the last one).
+struct UnitCursor {
+  int64_t at, end;
+};
+CAKE_HOST_DEVICE inline UnitCursor FirstUnit(int64_t block, int64_t unit, int64_t rows) {
+  const int64_t at = block * unit;
+  return {at, at + unit < rows ? at + unit : rows};
+}
+CAKE_HOST_DEVICE inline bool Advance(UnitCursor& c, int64_t n, int64_t unit, int64_t stride,
+                                     int64_t rows) {
+  c.at += n;
+  if (c.at < c.end) return true;
+  if (c.end >= rows) return false;
+  c.at = c.end - unit + stride;
+  c.end = c.at + unit < rows ? c.at + unit : rows;
+  return c.at < rows;
+}
+
 inline RowLayout MakeRowLayout(int64_t rows, int64_t heads, int64_t dim, int64_t token_stride,
                                int64_t head_stride) {
   const int64_t row_stride = heads == 1                            ? token_stride
@@ -103,6 +125,9 @@ struct RowBackwardParams {
   double* acc;      // kb: [dim] zeroed FP64 accumulator, or null
   int64_t rows_per_block;
   int64_t blocks;
+  // Block b reads units b, b + blocks, b + 2 * blocks, ... of unit_rows
+  // rows each: one step of the kernel, or the whole block (BwdUnitRows).
+  int64_t unit_rows;
   int w_fp32;
 };
 

@@ -133,6 +133,48 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
   }
 }
 
+// The backward's walk of its blocks (FirstUnit, Advance over BwdUnitRows),
+// step by step as the kernel takes them and row by row as the ring copies
+// them: every row once, each block no more than its rows_per_block, the
+// blocks interleaved by steps where a step holds under 16 KB of a tensor.
+TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
+  for (int64_t rows : {1, 7, 255, 257, 1024, 12480, 46593, 131072, 786432}) {
+    for (int64_t dim : {128, 256, 1536, 2048, 6144, 8192}) {
+      for (bool gate : {false, true}) {
+        const RowConfig c = BackwardRowConfig(dim);
+        const int64_t step = BwdRowsPerStep(c, gate);
+        const DetPartition det = DetPartitionOf(rows, dim, gate);
+        const int64_t kb_rows = BwdBlockRows(CeilDiv(rows, 132 * 2), c, gate);
+        for (const DetPartition& p : {det, DetPartition{kb_rows, CeilDiv(rows, kb_rows)}}) {
+          const int64_t unit = BwdUnitRows(p.rows_per_block, step, dim);
+          const bool whole_steps = p.rows_per_block % step == 0;
+          if (whole_steps && step * dim * 2 < kBwdContiguousStepBytes) {
+            ASSERT_EQ(unit, step) << rows << " x " << dim;
+          } else {
+            ASSERT_EQ(unit, p.rows_per_block) << rows << " x " << dim;
+          }
+          for (int64_t n : {step, int64_t{1}}) {
+            std::vector<int> seen(rows, 0);
+            for (int64_t b = 0; b < p.partials; ++b) {
+              int64_t count = 0;
+              UnitCursor at = FirstUnit(b, unit, rows);
+              ASSERT_LT(at.at, rows) << "block " << b << " is empty";
+              for (bool more = true; more;) {
+                for (int64_t r = at.at; r < at.end && r < at.at + n; ++r, ++count) ++seen[r];
+                more = Advance(at, n, unit, p.partials * unit, rows);
+              }
+              ASSERT_LE(count, p.rows_per_block) << "block " << b;
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(seen[r], 1) << "row " << r << " of " << rows << " x " << dim;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
   for (int64_t rows : {1, 7, 63, 64, 65, 1024, 46593, 65536, 65537, 131072, 1572864}) {
     const DetPartition p = SplitPartitionOf(rows);
