@@ -108,7 +108,7 @@ int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
   return g.partials * spec.layout().dim() * 8;  // FP64
 }
 
-// Each persistent CTA owns one contiguous block of rows.
+// Each persistent CTA owns one block of rows (read in units, BwdUnitRows).
 Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
@@ -172,9 +172,10 @@ const ProgramInfo kPrograms[] = {
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
      BackwardRowConfig,
-     "backward, fixed row blocks (shape only), one FP64 dw partial row per block; the next two "
-     "rows copied into shared memory (cp.async) where a row fills the CTA, three row groups "
-     "loaded per step up to 256 columns"},
+     "backward, fixed row blocks (shape only; interleaved by steps under 16 KB a tensor), "
+     "one FP64 dw partial row per block; the next two rows copied into shared memory "
+     "(cp.async) where a row fills the CTA, three row groups loaded per step up to 256 "
+     "columns"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
@@ -203,7 +204,9 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
-     BackwardRowConfig, "gated backward (dx, dz), fixed row blocks, one FP64 dw partial row per block"},
+     BackwardRowConfig,
+     "gated backward (dx, dz), fixed row blocks (interleaved by steps under 16 KB a tensor), "
+     "one FP64 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,
