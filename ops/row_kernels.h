@@ -100,7 +100,8 @@ struct RowForwardParams {
   int l2_prefetch;
 };
 
-// Backward over a partition of rows into blocks of rows_per_block: each
+// Backward over a partition of rows into blocks of up to rows_per_block
+// (whose rows come in units of unit_rows, interleaved across blocks): each
 // thread sums its rows' dw terms in FP32 with Kahan compensation, the row
 // groups of a CTA are folded in FP64, and block b either writes one FP64
 // partial row partials[b * dim + c] (det) or adds its sum into acc[c] with
