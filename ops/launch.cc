@@ -44,15 +44,21 @@ absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::
   return static_cast<char*>(b.workspace) + r->offset();
 }
 
-// A MEMSET launch is the zero kernel over the first memset_bytes of its
-// region.
-absl::StatusOr<KernelLaunch> ZeroLaunch(const Plan& plan, const Launch& launch, const Bindings& b) {
+// The workspace region a launch names.
+absl::StatusOr<const WorkspaceRegion*> LaunchRegion(const Plan& plan, const Launch& launch) {
   const WorkspaceRegion* region = RegionOf(plan, launch.region());
   if (region == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
                                                    "].region = \"", launch.region(),
                                                    "\": the plan has no such workspace region"));
   }
+  return region;
+}
+
+// A MEMSET launch is the zero kernel over the first memset_bytes of its
+// region.
+absl::StatusOr<KernelLaunch> ZeroLaunch(const Plan& plan, const Launch& launch, const Bindings& b) {
+  CAKE_ASSIGN_OR_RETURN(const WorkspaceRegion* region, LaunchRegion(plan, launch));
   const int64_t bytes = launch.memset_bytes();
   if (bytes <= 0 || bytes % 4 != 0 || bytes > region->bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -106,6 +112,44 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
                                             cfg.vecs_per_thread, " vectors per row"));
   }
   return f;
+}
+
+// The workspace a launch reads or writes, `bytes` from the start of its
+// region: within the region, or an error naming the launch's region.
+absl::Status CheckRegionHolds(const Plan& plan, const Launch& launch, int64_t bytes,
+                              absl::string_view what) {
+  CAKE_ASSIGN_OR_RETURN(const WorkspaceRegion* region, LaunchRegion(plan, launch));
+  if (bytes > region->bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].region = \"", region->name(), "\": ",
+        region->bytes(), " bytes, the launch ", what, " ", bytes));
+  }
+  return absl::OkStatus();
+}
+
+// A backward launch's row partition as the plan states it: blocks of at
+// least one row, as many blocks as the rows fill (where each writes a partial
+// row), and its dw sums within its region. An edited plan could otherwise
+// skip rows, write past the region or, with blocks of no rows, never finish.
+absl::Status CheckBackwardBlocks(const Plan& plan, const Launch& launch, DwOutput dw_output) {
+  const int64_t rows = LayoutOf(plan.spec()).rows;
+  const int64_t dim = plan.spec().layout().dim();
+  const int64_t per_block = launch.rows_per_block();
+  if (per_block < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].rows_per_block = ", per_block,
+                                                   ": a block holds at least one row"));
+  }
+  if (dw_output == DwOutput::kPartials) {
+    const int64_t blocks = (rows + per_block - 1) / per_block;
+    if (launch.partials() != blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan launches[", launch.index(), "].partials = ", launch.partials(), ": ", rows,
+          " rows in blocks of ", per_block, " make ", blocks));
+    }
+    return CheckRegionHolds(plan, launch, blocks * dim * 8, "writes");
+  }
+  return CheckRegionHolds(plan, launch, dim * 8, "adds into");
 }
 
 int DwStoreOf(const StepSpec& spec) {
@@ -224,6 +268,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.rstd = b.rstd;
       p.dx = b.dx;
       p.dz = gate ? b.dz : nullptr;
+      CAKE_RETURN_IF_ERROR(CheckBackwardBlocks(plan, launch, program->dw_output));
       p.rows_per_block = launch.rows_per_block();
       p.unit_rows = BwdUnitRows(p.rows_per_block,
                                 BwdRowsPerStep(program->row_config(p.layout.dim), gate),
@@ -235,9 +280,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
         p.blocks = launch.partials();
       } else {
         p.acc = static_cast<double*>(sums);
-        p.blocks = launch.rows_per_block() > 0
-                       ? (p.layout.rows + launch.rows_per_block() - 1) / launch.rows_per_block()
-                       : 0;
+        p.blocks = (p.layout.rows + launch.rows_per_block() - 1) / launch.rows_per_block();
       }
       k.SetParams(p);
       CAKE_RETURN_IF_ERROR(AllowDynamicSmem(k.function, k.dynamic_smem_bytes));
@@ -245,6 +288,8 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
     case Stage::kReduce: {
       DwReduceParams p{};
+      CAKE_RETURN_IF_ERROR(CheckRegionHolds(
+          plan, launch, launch.partials() * spec.layout().dim() * 8, "reads"));
       CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
       p.partials = static_cast<const double*>(partials);
       p.count = launch.partials();

@@ -3,11 +3,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "ops/row_kernels.h"
 #include "ops/target.h"
 #include "planner/planner.h"
@@ -60,6 +63,103 @@ TEST(LaunchTest, MemsetLaunchIsTheZeroKernelOverItsRegion) {
   s = MakeKernelLaunch(plan, plan.launches(2), b).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("launches[2].region = \"nope\""));
+}
+
+// A backward launch's row partition and dw sums as an edited plan might state
+// them: blocks of no rows (the kernel would never finish), a count of
+// partial rows the rows do not make, partial rows or an accumulator past
+// the region. Each is refused naming the field and the value, before
+// anything runs.
+TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
+  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(65536, 6144, true, {BACKWARD}),
+                                       *TargetDevice::ForArch("sm_90a"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  const Plan good = *made;
+  ASSERT_EQ(good.launches(0).program(), "rmsnorm.bwd.det.partials");
+  ASSERT_EQ(good.launches(1).program(), "dw.reduce");
+  const int64_t per_block = good.launches(0).rows_per_block();
+  const int64_t partials = good.launches(0).partials();
+  ASSERT_EQ(partials, (65536 + per_block - 1) / per_block);
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  auto message = [&](const Plan& plan, int launch) {
+    absl::Status s = MakeKernelLaunch(plan, plan.launches(launch), b).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return std::string(s.message());
+  };
+
+  Plan plan = good;
+  plan.mutable_launches(0)->set_rows_per_block(0);
+  EXPECT_THAT(message(plan, 0), HasSubstr("launches[0].rows_per_block = 0"));
+
+  plan = good;
+  plan.mutable_launches(0)->set_partials(partials - 1);
+  EXPECT_THAT(message(plan, 0),
+              HasSubstr(absl::StrCat("launches[0].partials = ", partials - 1, ": 65536 rows in "
+                                     "blocks of ", per_block, " make ", partials)));
+
+  plan = good;
+  plan.mutable_workspace(0)->set_bytes(partials * 6144 * 8 - 8);
+  EXPECT_THAT(message(plan, 0), HasSubstr("launches[0].region = \"dw_partials\""));
+  EXPECT_THAT(message(plan, 0), HasSubstr(absl::StrCat("the launch writes ", partials * 6144 * 8)));
+  EXPECT_THAT(message(plan, 1), HasSubstr(absl::StrCat("the launch reads ", partials * 6144 * 8)));
+
+  plan = good;
+  plan.mutable_launches(1)->set_partials(partials + 1);
+  EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].region = \"dw_partials\""));
+
+  // The non-deterministic backward adds into an FP64 accumulator of dim words.
+  made = MakePlan(testing::RowsSpec(65536, 6144, false, {BACKWARD}),
+                  *TargetDevice::ForArch("sm_90a"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  plan = *made;
+  ASSERT_EQ(plan.launches(1).program(), "rmsnorm.bwd.kb");
+  plan.mutable_workspace(0)->set_bytes(6144 * 8 - 8);
+  EXPECT_THAT(message(plan, 1), HasSubstr("the launch adds into 49152"));
+  plan.mutable_launches(1)->set_rows_per_block(-3);
+  EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].rows_per_block = -3"));
+}
+
+// Every backward and reduce launch the planner makes passes those checks
+// (without a device, MakeKernelLaunch may still fail later, at the kernel's
+// shared-memory attribute, but not with InvalidArgument).
+TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
+  std::vector<StepSpec> specs;
+  for (int64_t tokens : {1, 7, 1024, 4096, 16384, 46593, 65536, 131072}) {
+    for (int64_t dim : {64, 256, 1536, 2048, 6144, 8192, 16384}) {
+      for (bool det : {false, true}) {
+        specs.push_back(testing::RowsSpec(tokens, dim, det));
+        StepSpec gate = specs.back();
+        gate.set_op(RMSNORM_SILU_GATE);
+        specs.push_back(gate);
+      }
+    }
+  }
+  for (int64_t tokens : {5, 4096, 65536}) {
+    specs.push_back(testing::HeadsSpec(tokens, 24, 256, 8192));
+    specs.push_back(testing::HeadsSpec(tokens, 4, 256));
+  }
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  std::set<std::string> programs;
+  for (const StepSpec& spec : specs) {
+    absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    for (const Launch& l : plan->launches()) {
+      const bool backward = l.program().find(".bwd.") != std::string::npos;
+      if (l.kind() != KERNEL || (!backward && l.program() != "dw.reduce")) continue;
+      programs.insert(l.program());
+      absl::Status s = MakeKernelLaunch(*plan, l, b).status();
+      EXPECT_NE(s.code(), absl::StatusCode::kInvalidArgument)
+          << l.program() << " of " << spec.ShortDebugString() << ": " << s;
+    }
+  }
+  // The sweep reaches every routed backward form and the reduce.
+  for (const char* id : {"rmsnorm.bwd.det.partials", "rmsnorm.bwd.split", "rmsnorm.bwd.kb",
+                         "rmsnorm_silu_gate.bwd.det.partials", "rmsnorm_silu_gate.bwd.kb",
+                         "dw.reduce"}) {
+    EXPECT_EQ(programs.count(id), 1u) << id;
+  }
 }
 
 }  // namespace
