@@ -302,6 +302,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
     case Stage::kFinish: {
       DwFinishParams p{};
+      CAKE_RETURN_IF_ERROR(CheckRegionHolds(plan, launch, spec.layout().dim() * 8, "reads"));
       CAKE_ASSIGN_OR_RETURN(void* acc, RegionPtr(plan, b, launch.region()));
       p.acc = static_cast<const double*>(acc);
       p.dim = spec.layout().dim();

@@ -116,11 +116,13 @@ TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
   ASSERT_EQ(plan.launches(1).program(), "rmsnorm.bwd.kb");
   plan.mutable_workspace(0)->set_bytes(6144 * 8 - 8);
   EXPECT_THAT(message(plan, 1), HasSubstr("the launch adds into 49152"));
+  ASSERT_EQ(plan.launches(2).program(), "dw.finish");
+  EXPECT_THAT(message(plan, 2), HasSubstr("the launch reads 49152"));
   plan.mutable_launches(1)->set_rows_per_block(-3);
   EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].rows_per_block = -3"));
 }
 
-// Every backward and reduce launch the planner makes passes those checks
+// Every backward, reduce and finish launch the planner makes passes those checks
 // (without a device, MakeKernelLaunch may still fail later, at the kernel's
 // shared-memory attribute, but not with InvalidArgument).
 TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
@@ -147,7 +149,7 @@ TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     for (const Launch& l : plan->launches()) {
       const bool backward = l.program().find(".bwd.") != std::string::npos;
-      if (l.kind() != KERNEL || (!backward && l.program() != "dw.reduce")) continue;
+      if (l.kind() != KERNEL || (!backward && l.program().rfind("dw.", 0) != 0)) continue;
       programs.insert(l.program());
       absl::Status s = MakeKernelLaunch(*plan, l, b).status();
       EXPECT_NE(s.code(), absl::StatusCode::kInvalidArgument)
@@ -157,7 +159,7 @@ TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
   // The sweep reaches every routed backward form and the reduce.
   for (const char* id : {"rmsnorm.bwd.det.partials", "rmsnorm.bwd.split", "rmsnorm.bwd.kb",
                          "rmsnorm_silu_gate.bwd.det.partials", "rmsnorm_silu_gate.bwd.kb",
-                         "dw.reduce"}) {
+                         "dw.reduce", "dw.finish"}) {
     EXPECT_EQ(programs.count(id), 1u) << id;
   }
 }
