@@ -28,31 +28,14 @@ absl::Status CheckRole(const char* role, const void* ptr, uintptr_t alignment, c
   return absl::OkStatus();
 }
 
-// The plan's workspace region of that name, or null.
-const WorkspaceRegion* RegionOf(const Plan& plan, const std::string& name) {
-  for (const WorkspaceRegion& r : plan.workspace()) {
-    if (r.name() == name) return &r;
-  }
-  return nullptr;
-}
-
-absl::StatusOr<void*> RegionPtr(const Plan& plan, const Bindings& b, const std::string& name) {
-  const WorkspaceRegion* r = RegionOf(plan, name);
-  if (r == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has no workspace region \"", name, "\""));
-  }
-  return static_cast<char*>(b.workspace) + r->offset();
-}
-
 // The workspace region a launch names.
 absl::StatusOr<const WorkspaceRegion*> LaunchRegion(const Plan& plan, const Launch& launch) {
-  const WorkspaceRegion* region = RegionOf(plan, launch.region());
-  if (region == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
-                                                   "].region = \"", launch.region(),
-                                                   "\": the plan has no such workspace region"));
+  for (const WorkspaceRegion& r : plan.workspace()) {
+    if (r.name() == launch.region()) return &r;
   }
-  return region;
+  return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(), "].region = \"",
+                                                 launch.region(),
+                                                 "\": the plan has no such workspace region"));
 }
 
 // A MEMSET launch is the zero kernel over the first memset_bytes of its
@@ -115,41 +98,38 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
 }
 
 // The workspace a launch reads or writes, `bytes` from the start of its
-// region: within the region, or an error naming the launch's region.
-absl::Status CheckRegionHolds(const Plan& plan, const Launch& launch, int64_t bytes,
-                              absl::string_view what) {
+// region: its address, or an error naming the launch's region where the
+// region is missing or smaller.
+absl::StatusOr<void*> LaunchWorkspace(const Plan& plan, const Launch& launch, const Bindings& b,
+                                      int64_t bytes, absl::string_view what) {
   CAKE_ASSIGN_OR_RETURN(const WorkspaceRegion* region, LaunchRegion(plan, launch));
   if (bytes > region->bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "plan launches[", launch.index(), "].region = \"", region->name(), "\": ",
         region->bytes(), " bytes, the launch ", what, " ", bytes));
   }
-  return absl::OkStatus();
+  return static_cast<char*>(b.workspace) + region->offset();
 }
 
-// A backward launch's row partition as the plan states it: blocks of at
-// least one row, as many blocks as the rows fill (where each writes a partial
-// row), and its dw sums within its region. An edited plan could otherwise
-// skip rows, write past the region or, with blocks of no rows, never finish.
-absl::Status CheckBackwardBlocks(const Plan& plan, const Launch& launch, DwOutput dw_output) {
-  const int64_t rows = LayoutOf(plan.spec()).rows;
-  const int64_t dim = plan.spec().layout().dim();
+// A backward launch's blocks as the plan states them: blocks of at least
+// one row, and as many as the rows fill where each writes a partial row (an
+// edited plan could otherwise skip rows or, with blocks of no rows, never
+// finish). Returns the block count.
+absl::StatusOr<int64_t> BackwardBlocks(const Launch& launch, int64_t rows, DwOutput dw_output) {
   const int64_t per_block = launch.rows_per_block();
   if (per_block < 1) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
                                                    "].rows_per_block = ", per_block,
                                                    ": a block holds at least one row"));
   }
-  if (dw_output == DwOutput::kPartials) {
-    const int64_t blocks = (rows + per_block - 1) / per_block;
-    if (launch.partials() != blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan launches[", launch.index(), "].partials = ", launch.partials(), ": ", rows,
-          " rows in blocks of ", per_block, " make ", blocks));
-    }
-    return CheckRegionHolds(plan, launch, blocks * dim * 8, "writes");
+  const int64_t blocks = (rows + per_block - 1) / per_block;
+  if (dw_output == DwOutput::kPartials && launch.partials() != blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].partials = ", launch.partials(), ": ", rows,
+                                                   " rows in blocks of ", per_block, " make ",
+                                                   blocks));
   }
-  return CheckRegionHolds(plan, launch, dim * 8, "adds into");
+  return blocks;
 }
 
 int DwStoreOf(const StepSpec& spec) {
@@ -268,19 +248,21 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.rstd = b.rstd;
       p.dx = b.dx;
       p.dz = gate ? b.dz : nullptr;
-      CAKE_RETURN_IF_ERROR(CheckBackwardBlocks(plan, launch, program->dw_output));
+      CAKE_ASSIGN_OR_RETURN(p.blocks, BackwardBlocks(launch, p.layout.rows, program->dw_output));
       p.rows_per_block = launch.rows_per_block();
       p.unit_rows = BwdUnitRows(p.rows_per_block,
                                 BwdRowsPerStep(program->row_config(p.layout.dim), gate),
                                 p.layout.dim);
       p.w_fp32 = spec.weight_dtype() == FP32;
-      CAKE_ASSIGN_OR_RETURN(void* sums, RegionPtr(plan, b, launch.region()));
-      if (program->dw_output == DwOutput::kPartials) {
+      // det: a partial row per block; kb: one FP64 accumulator row.
+      const bool partials = program->dw_output == DwOutput::kPartials;
+      CAKE_ASSIGN_OR_RETURN(
+          void* sums, LaunchWorkspace(plan, launch, b, (partials ? p.blocks : 1) * p.layout.dim * 8,
+                                      partials ? "writes" : "adds into"));
+      if (partials) {
         p.partials = static_cast<double*>(sums);
-        p.blocks = launch.partials();
       } else {
         p.acc = static_cast<double*>(sums);
-        p.blocks = (p.layout.rows + launch.rows_per_block() - 1) / launch.rows_per_block();
       }
       k.SetParams(p);
       CAKE_RETURN_IF_ERROR(AllowDynamicSmem(k.function, k.dynamic_smem_bytes));
@@ -288,9 +270,9 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
     case Stage::kReduce: {
       DwReduceParams p{};
-      CAKE_RETURN_IF_ERROR(CheckRegionHolds(
-          plan, launch, launch.partials() * spec.layout().dim() * 8, "reads"));
-      CAKE_ASSIGN_OR_RETURN(void* partials, RegionPtr(plan, b, launch.region()));
+      CAKE_ASSIGN_OR_RETURN(void* partials,
+                            LaunchWorkspace(plan, launch, b,
+                                            launch.partials() * spec.layout().dim() * 8, "reads"));
       p.partials = static_cast<const double*>(partials);
       p.count = launch.partials();
       p.dim = spec.layout().dim();
@@ -302,8 +284,8 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
     case Stage::kFinish: {
       DwFinishParams p{};
-      CAKE_RETURN_IF_ERROR(CheckRegionHolds(plan, launch, spec.layout().dim() * 8, "reads"));
-      CAKE_ASSIGN_OR_RETURN(void* acc, RegionPtr(plan, b, launch.region()));
+      CAKE_ASSIGN_OR_RETURN(void* acc,
+                            LaunchWorkspace(plan, launch, b, spec.layout().dim() * 8, "reads"));
       p.acc = static_cast<const double*>(acc);
       p.dim = spec.layout().dim();
       p.dw = b.dw;

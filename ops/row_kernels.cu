@@ -607,14 +607,14 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // itself, behind the next step's rows, rstd's first use was where the
     // gated backward's warps stalled most: a fifth of ncu's samples).
     float rs[kDepth];
-    // Loads the row groups of the step at `at` (rows past its unit's end as
+    // Loads the row groups of the step at `pos` (rows past its unit's end as
     // zeros).
-    auto load_step = [&](const UnitCursor& at, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
+    auto load_step = [&](const UnitCursor& pos, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
                          uint4 (&zs)[kDepth][VPT], float (&rss)[kDepth]) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = at.at + group + d * kRows;
-        const bool active = row < at.end;
+        const int64_t row = pos.at + group + d * kRows;
+        const bool active = row < pos.end;
         const int64_t off = active ? RowOffset(p.layout, row) : 0;
         LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xs[d]);
         LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dys[d]);
