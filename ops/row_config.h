@@ -22,27 +22,35 @@ inline constexpr int kMaxCtasPerSm = 32;
 inline constexpr int kThreadsPerSm = 1024;
 // Backward: the packed x and dy rows (and z) of the rows in flight
 // (BwdRowsInFlight) and a Kahan dw sum (two FP32 values) per column: 768
-// threads (80 registers) with up to 2 vectors per thread, 512 (128
-// registers) with 4 or with the gate's z.
+// threads (80 registers) with up to 2 vectors per thread, and with the
+// gate's warp rows (one vector per thread); 512 (128 registers) with 4, or
+// with the gate's z in wider rows. The gate's warp rows had 512 threads
+// (two row groups and the next two in flight, 128 registers): 768 threads of
+// one row group and the next ran 0.94-1.00x the time on the H200
+// (16384x48x128 264.1 -> 249.3 us), where a plain kernel streaming the same
+// five tensors ran 1.03x the time with two 256-thread CTAs per SM as with
+// four (2026-11-29).
 constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
-  return vecs_per_thread <= 2 && !gate ? 768 : 512;
+  return vecs_per_thread == 1 || (vecs_per_thread == 2 && !gate) ? 768 : 512;
 }
 // Row groups whose loads a backward thread issues together (a step), where
 // a row is one vector per thread of a warp or less (dim <= 256: 32 bytes of
 // x and dy per row and thread, 48 with z), else 1. Without the gate: 3, the
-// next step loaded after this one is reduced. With the gate: 2, and the
-// next step's loads are issued before this one is reduced
-// (BwdPrefetchesStep, as are those of the single row group elsewhere). On
-// the H200 3 rows ran 0.63-0.95x the time of 1 (D = 128 gated and D = 256
-// views; 4 spilled without the gate); with the gate, 2 rows and the next 2
-// in flight ran 0.97-0.99x the time of 3 (2026-11-29, 128 registers; 3 and
-// the next 3 spilled 12 bytes and ran 1.00-1.02x).
+// next step loaded after this one is reduced. With the gate: 1, and the
+// next step's loads (its rstd with them) are issued before this one is
+// reduced (BwdPrefetchesStep, as are those of the single row group
+// elsewhere). On the H200 3 rows ran 0.63-0.95x the time of 1 (D = 128
+// gated and D = 256 views; 4 spilled without the gate); with the gate at 512
+// threads per SM (128 registers), 2 rows and the next 2 in flight ran
+// 0.97-0.99x the time of 3 (3 and the next 3 spilled 12 bytes), and at 768
+// threads (80 registers) 1 row and the next ran 0.94-1.00x the time of those
+// (2026-11-29; 2 and the next 2 spilled 222 bytes there).
 constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
   return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1;
 }
 constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread, bool gate) {
   if (!BwdWarpRowSteps(threads_per_row, vecs_per_thread)) return 1;
-  return gate ? 2 : 3;
+  return gate ? 1 : 3;
 }
 inline constexpr int64_t kMaxDim = 16384;
 // The largest row a warp-per-row program holds.

@@ -525,6 +525,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   static_assert(kStages == 0 || kRows == 1, "the ring takes the fold's place");
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
+  constexpr bool kRstdWithRows = kDepth > 1 || (kGate && VPT == 1);
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned), or
   // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
@@ -597,15 +598,17 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     }
     // The rows of this block, kDepth row groups per step (BwdRowsInFlight):
     // the step's x, dy (and z) are loaded before its first row is reduced,
-    // and with kPrefetch (one row group per step of up to 2 vectors, or the
-    // gate's two row groups of one) the next step's are loaded before the
+    // and with kPrefetch (one row group per step of up to 2 vectors, the
+    // gate's warp rows among them) the next step's are loaded before the
     // current one is reduced. Each thread adds its rows' dw terms in row
     // order either way.
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
-    // With several row groups per step, their rstd values are loaded with
-    // their rows, with kPrefetch a step ahead as well (loaded in the step
-    // itself, behind the next step's rows, rstd's first use was where the
-    // gated backward's warps stalled most: a fifth of ncu's samples).
+    // With several row groups per step, and with the gate's warp rows, their
+    // rstd values are loaded with their rows (kRstdWithRows), with kPrefetch
+    // a step ahead as well (loaded in the step itself, behind the next step's
+    // rows, rstd's first use was where the gated backward's warps stalled
+    // most: a fifth of ncu's samples; with one row group of the gate per
+    // step, loading it with the rows ran 0.95-0.99x the time).
     float rs[kDepth];
     // Loads the row groups of the step at `pos` (rows past its unit's end as
     // zeros).
@@ -619,7 +622,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xs[d]);
         LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dys[d]);
         LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
-        if (kDepth > 1) rss[d] = active ? p.rstd[row] : 0.f;
+        if (kRstdWithRows) rss[d] = active ? p.rstd[row] : 0.f;
       }
     };
     UnitCursor step = FirstUnit(b, unit, rows);
@@ -652,9 +655,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       } else {
         load_step(step, xr, dyr, zr, rs);
       }
-      // One row group per step: its rstd load is issued after pass 1 and
-      // waited for across the row sum's barriers (issued earlier, it held a
-      // register through pass 1 and the wide instances spilled).
+      // Otherwise (one row group per step, no gate or a wide row) its rstd
+      // load is issued after pass 1 and waited for across the row sum's
+      // barriers (issued earlier, it held a register through pass 1 and the
+      // wide instances spilled).
       float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
 
 #pragma unroll
@@ -685,7 +689,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             dot += dyf[j] * wsm[v * 8 + j] * s * xf[j];
           }
         }
-        const float rstd = kDepth > 1 ? rs[d] : active ? p.rstd[row] : 0.f;
+        const float rstd = kRstdWithRows ? rs[d] : active ? p.rstd[row] : 0.f;
         const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, inv_dim);
 
         // Pass 2: dx, dz, and the dw terms.

@@ -232,16 +232,20 @@ TEST(RegistryTest, SplitBackwardGeometry) {
   EXPECT_FALSE(CheckSupports(*split, wide).ok()) << "dim above 8192";
 }
 
-// Gated rows of D = 128 take two row groups of 16 rows per step: blocks of
-// whole steps from two steps up, of whole row groups below (the suite's
-// 260x48 gives 48-row blocks, not 64).
+// Gated rows of D = 128 take one row group of 16 rows per step (three
+// 256-thread CTAs per SM): blocks of whole row groups, which are whole
+// steps. The suite's 260x48, 12480 rows over 132 x 3 target blocks, gives
+// blocks of 32 rows. Without the gate, D = 256 takes three row groups of 8
+// rows per step: blocks of whole steps from two steps up, of whole row
+// groups below.
 TEST(RowConfigTest, BackwardBlocksAreWholeStepsFromTwoSteps) {
   const RowConfig gated = BackwardRowConfig(128);
-  ASSERT_EQ(BwdRowsPerStep(gated, true), 32);
+  ASSERT_EQ(BwdRowsPerStep(gated, true), 16);
   EXPECT_EQ(BwdBlockRows(40, gated, true), 48);
   EXPECT_EQ(BwdBlockRows(63, gated, true), 64);
-  EXPECT_EQ(BwdBlockRows(65, gated, true), 96);
-  EXPECT_EQ(DetPartitionOf(260 * 48, 128, true).rows_per_block, 48);
+  EXPECT_EQ(BwdBlockRows(65, gated, true), 80);
+  EXPECT_EQ(DetTargetPartials(128, true), 396);
+  EXPECT_EQ(DetPartitionOf(260 * 48, 128, true).rows_per_block, 32);
   const RowConfig views = BackwardRowConfig(256);
   ASSERT_EQ(BwdRowsPerStep(views, false), 24);
   EXPECT_EQ(BwdBlockRows(42, views, false), 48);
