@@ -202,8 +202,9 @@ constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
 }
 // Whether a backward thread issues the next step's loads (into registers)
 // before it reduces the current step: where the row is not copied through
-// the ring, one row group of up to 2 vectors per step, or the gate's two row
-// groups of one vector (BwdRowsInFlight).
+// the ring and a step is one row group of up to 2 vectors, which leaves out
+// the ungated warp rows (three row groups a step, loaded after the previous
+// step is reduced; BwdRowsInFlight).
 constexpr bool BwdPrefetchesStep(int threads_per_row, int vecs_per_thread, bool gate) {
   if (BwdAsyncStages(threads_per_row, vecs_per_thread) > 0) return false;
   return BwdWarpRowSteps(threads_per_row, vecs_per_thread) ? gate : vecs_per_thread <= 2;
