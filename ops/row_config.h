@@ -44,7 +44,7 @@ constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
 // threads per SM (128 registers), 2 rows and the next 2 in flight ran
 // 0.97-0.99x the time of 3 (3 and the next 3 spilled 12 bytes), and at 768
 // threads (80 registers) 1 row and the next ran 0.94-1.00x the time of those
-// (2026-11-29; 2 and the next 2 spilled 222 bytes there).
+// (2026-11-29; 2 and the next 2 spilled 186 bytes there).
 constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
   return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1;
 }
