@@ -525,7 +525,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   static_assert(kStages == 0 || kRows == 1, "the ring takes the fold's place");
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
-  constexpr bool kRstdWithRows = kDepth > 1 || (kGate && VPT == 1);
+  constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned), or
   // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
@@ -603,8 +603,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // current one is reduced. Each thread adds its rows' dw terms in row
     // order either way.
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
-    // With several row groups per step, and with the gate's warp rows, their
-    // rstd values are loaded with their rows (kRstdWithRows), with kPrefetch
+    // Warp rows (kRstdWithRows: several row groups per step, or the gate's
+    // one) load their rstd values with their rows, with kPrefetch
     // a step ahead as well (loaded in the step itself, behind the next step's
     // rows, rstd's first use was where the gated backward's warps stalled
     // most: a fifth of ncu's samples; with one row group of the gate per
