@@ -217,10 +217,21 @@ __device__ __forceinline__ void StoreGrads(const RowBackwardParams& p, int64_t o
   if constexpr (kGate) Store(reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off) + v, Pack(dzf));
 }
 
+// The shared scratch of the CTA-wide row sums (GroupSum): two halves of
+// `half` floats (a warp's partial sum each) that the sums write in turn. The
+// barrier of sum k + 1 comes after every thread's reads of sum k, so sum
+// k + 2 may overwrite sum k's half without a barrier before its writes: one
+// barrier per sum (two with a single half).
+struct SumScratch {
+  float* base;   // [2][half] floats in shared memory
+  int half;
+  int turn = 0;  // the half the next sum writes
+};
+
 // Sum of v over the TPR threads of a row group, in a fixed order. Every
 // thread of the CTA must call it (it may synchronize the CTA).
 template <int TPR>
-__device__ __forceinline__ float GroupSum(float v, float* scratch) {
+__device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
   constexpr int kWidth = TPR > 0 && TPR < 32 ? TPR : 32;
 #pragma unroll
   for (int o = kWidth / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -233,7 +244,8 @@ __device__ __forceinline__ float GroupSum(float v, float* scratch) {
     // same bits (a loop of run-time length cost the wide rows' forward
     // 3-8% on the H200).
     const int lane = threadIdx.x % 32;
-    __syncthreads();  // the previous call's readers are done with scratch
+    float* const scratch = sums.base + sums.turn * sums.half;
+    sums.turn ^= 1;
     if (lane == 0) scratch[threadIdx.x / 32] = v;
     __syncthreads();
     if constexpr (TPR > 0) {
@@ -281,7 +293,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
   ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
   extern __shared__ float wsm[];  // [dim] the weight in FP32
-  __shared__ float scratch[MaxBlockOf(TPR) / 32];
+  __shared__ float scratch[2][MaxBlockOf(TPR) / 32];
+  SumScratch sums{&scratch[0][0], MaxBlockOf(TPR) / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
@@ -348,7 +361,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 #pragma unroll
       for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
     }
-    ss = GroupSum<TPR>(ss, scratch);
+    ss = GroupSum<TPR>(ss, sums);
     const float rstd = 1.0f / sqrtf(ss * inv_dim + p.eps);
 
     uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
@@ -399,7 +412,8 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
     RowForwardFlat(const RowForwardParams p) {
   ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
-  __shared__ float scratch[FlatBlockOf(TPR) / 32];
+  __shared__ float scratch[2][FlatBlockOf(TPR) / 32];
+  SumScratch sums{&scratch[0][0], FlatBlockOf(TPR) / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = TPR > 0 ? static_cast<int>(threadIdx.x) % TPR : static_cast<int>(threadIdx.x);
   const int64_t row = int64_t{blockIdx.x} * kRows + (TPR > 0 ? threadIdx.x / TPR : 0);
@@ -430,7 +444,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
   }
-  ss = GroupSum<TPR>(ss, scratch);
+  ss = GroupSum<TPR>(ss, sums);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
 
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
@@ -471,7 +485,8 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
     RowForwardLoop(const RowForwardParams p) {
   ChainedKernelPrologue();
   const int64_t stride = kRuntimeStride ? static_cast<int64_t>(blockDim.x) : kLoopBlock;
-  __shared__ float scratch[kLoopBlock / 32];
+  __shared__ float scratch[2][kLoopBlock / 32];
+  SumScratch sums{&scratch[0][0], kLoopBlock / 32};
   const int64_t row = blockIdx.x;
   const int64_t vecs = p.layout.dim / kVecElems;
   const int64_t off = RowOffset(p.layout, row);
@@ -491,7 +506,7 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += xf[j] * xf[j];
   }
-  ss = GroupSum<0>(ss, scratch);
+  ss = GroupSum<0>(ss, sums);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
   const uint4* src = kResidual ? h : x;
@@ -531,7 +546,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
   // own (it reads only what it copied, so no barrier guards the ring).
   extern __shared__ float smem[];
-  __shared__ float scratch[MaxBlockOf(TPR) / 32];
+  __shared__ float scratch[2][MaxBlockOf(TPR) / 32];
+  SumScratch sums{&scratch[0][0], MaxBlockOf(TPR) / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
@@ -690,7 +706,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           }
         }
         const float rstd = kRstdWithRows ? rs[d] : active ? p.rstd[row] : 0.f;
-        const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, inv_dim);
+        const float c = RowCoef(GroupSum<TPR>(dot, sums), rstd, inv_dim);
 
         // Pass 2: dx, dz, and the dw terms.
         uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
@@ -828,7 +844,8 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
-  __shared__ float scratch[kWarps];
+  __shared__ float scratch[2][kWarps];
+  SumScratch sums{&scratch[0][0], kWarps};
   __shared__ double fold[kWarps][32 * 8];
   const int64_t rows = p.layout.rows;
   const int64_t dim = p.layout.dim;
@@ -891,7 +908,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         for (int j = 0; j < 8; ++j) dot += DotTerm(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]).s);
       }
       // Every thread of the CTA reaches this (a CTA-wide row synchronizes).
-      const float c = RowCoef(GroupSum<TPR>(dot, scratch), rstd, 1.0f / static_cast<float>(dim));
+      const float c = RowCoef(GroupSum<TPR>(dot, sums), rstd, 1.0f / static_cast<float>(dim));
       if (!active) continue;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
