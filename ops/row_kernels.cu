@@ -672,8 +672,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         load_step(step, xr, dyr, zr, rs);
       }
       // Otherwise (one row group per step, no gate or a wide row) its rstd
-      // load is issued after pass 1 and waited for across the row sum's
-      // barriers (issued earlier, it held a register through pass 1 and the
+      // load is issued after pass 1 and waited for across the row sum's barrier
+      // (issued earlier, it held a register through pass 1 and the
       // wide instances spilled).
       float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
 
