@@ -62,18 +62,17 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
   return g;
 }
 
-// The backward keeps the weight in shared memory as FP32, folds its row
-// groups' dw sums there, one FP64 row each, and (BwdAsyncStages) copies the
-// next rows into a ring there.
+// The backward keeps the weight in shared memory as FP32, copies the next
+// rows into a ring there (BwdAsyncStages) and folds its row groups' dw sums
+// there (BwdFoldBytes).
 int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
-  const int64_t fold_rows = cfg.rows_per_cta() > 1 ? cfg.rows_per_cta() : 0;
-  return static_cast<int32_t>(dim * 4 + fold_rows * dim * 8 + BwdRingBytes(cfg, gate));
+  return static_cast<int32_t>(dim * 4 + BwdRingBytes(cfg, gate) + BwdFoldBytes(cfg, dim));
 }
 
 Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
-  const RowConfig cfg = BackwardRowConfig(s.dim);
+  const RowConfig cfg = BackwardRowConfigOf(s.dim, gate);
   const DetPartition p = DetPartitionOf(s.rows(), s.dim, gate);
   Geometry g;
   const int64_t resident =
@@ -112,7 +111,7 @@ int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
 Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
-  const RowConfig cfg = BackwardRowConfig(s.dim);
+  const RowConfig cfg = BackwardRowConfigOf(s.dim, gate);
   const int64_t resident =
       int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
   Geometry g;
@@ -172,10 +171,11 @@ const ProgramInfo kPrograms[] = {
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,
      "dw_partials",
      BackwardRowConfig,
-     "backward, fixed row blocks (shape only; interleaved by steps under 16 KB a tensor), "
-     "one FP64 dw partial row per block; the next two rows copied into shared memory "
-     "(cp.async) where a row fills the CTA, three row groups loaded per step up to 256 "
-     "columns"},
+     "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
+     "a tensor), one FP64 dw partial row per block; where whole warps hold a row, the next "
+     "two steps copied into shared memory (cp.async), and with a power of two of them, as "
+     "many row groups per CTA as an SM holds, in lockstep; three row groups loaded per step "
+     "up to 256 columns"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
@@ -204,9 +204,9 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
-     BackwardRowConfig,
-     "gated backward (dx, dz), fixed row blocks (interleaved by steps under 16 KB a tensor), "
-     "one FP64 dw partial row per block"},
+     GatedBackwardRowConfig,
+     "gated backward (dx, dz), fixed row blocks (interleaved by steps where a row is under 16 "
+     "KB a tensor), one FP64 dw partial row per block"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,
@@ -215,7 +215,8 @@ const ProgramInfo kPrograms[] = {
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.kb", RMSNORM_SILU_GATE, Stage::kBackward,
      false, 8, kAnyDim, true, false, false, DwOutput::kAtomic, "dw.finish", BackwardKb,
-     nullptr, "", BackwardRowConfig, "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},
+     nullptr, "", GatedBackwardRowConfig,
+     "gated backward (dx, dz), Kahan FP32 dw sums, FP64 atomics"},
     {"dw.reduce", OP_UNSPECIFIED, Stage::kReduce, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", DwReduce, nullptr, "",
      nullptr, "sums dw partial rows in a fixed order; writes FP32, casts to BF16 or adds into FP32 dw"},

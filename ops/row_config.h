@@ -139,19 +139,61 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
   return c;
 }
 
+// Whether a backward thread copies its vectors of the next rows into a
+// shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
+// loading them into registers: where a row group of whole warps holds 2
+// vectors per thread.
+constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
+  return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
+}
+// The backward's CTA: with the ring and a power of two of threads per row,
+// as many row groups as the SM's backward threads hold (BwdThreadsPerSm; 6
+// of 128 threads at H = 2048, 3 of 256 at 4096), which reduce their rows in
+// lockstep (one barrier a step serves all their row sums) and fold their dw
+// sums into one partial row per block. As CTAs of one row group each, the
+// six CTAs of an SM at [16384, 2048] (H200) finished their rows 14 us apart
+// (median; at most 18) between 48 and 68 us into a 70 us kernel, the last
+// ones alone with their two rows in flight; in lockstep the SMs finish
+// within 4 us of each other: [16384, 2048] ran 0.89x the time, H = 4096
+// 0.96-0.98x from 16384 rows, 65536+ rows at H = 2048 1.00x (the CTAs of
+// one row group had reached the copy's rate there, their tail aside) and
+// the fused residual's [65536, 4096] 1.05x. Elsewhere one row group (a
+// CTA-wide row: whole warps at H = 1536 and 6144, where a lockstep kernel
+// of run-time width ran 1.10-1.29x the time), or 256 threads of warp rows
+// (BlockOf).
+constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
+  const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
+  if (threads_per_row <= 32 || !pow2 || !BwdRing(threads_per_row, vecs_per_thread)) {
+    return BlockOf(threads_per_row);
+  }
+  const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / threads_per_row;
+  return (groups > 1 ? groups : 1) * threads_per_row;
+}
+// Stages of the ring: 3 (the current step and two ahead), 0 without it.
+// 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192
+// bytes per thread (288 with z), so that 768 (512) threads per SM use 144 KB
+// besides the weight and the fold. With the lockstep row groups at H = 2048,
+// 4 stages (216 KB in all) ran 1.08x the time of 3 at 65536+ rows (H200).
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread) {
+  return BwdRing(threads_per_row, vecs_per_thread) ? 3 : 0;
+}
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
-// (dim <= 8192), 4 above.
+// (dim <= 8192), 4 above. The CTA: BwdBlockOf.
 inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
-constexpr RowConfig BackwardRowConfig(int64_t dim) {
+constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
   // Whole warps where a power of two would leave threads idle on their
   // second vector (more than a quarter of the CTA), else a power of two.
   const int max_vecs = dim <= 512 * 2 * kVecElems ? 2 : 4;
   const RowConfig pow2 = WideRowConfig(dim, max_vecs, true);
   const int64_t slots = int64_t{pow2.threads_per_row} * pow2.vecs_per_thread;
-  return slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
+  RowConfig c = slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
+  c.block = BwdBlockOf(c.threads_per_row, c.vecs_per_thread, gate);
+  return c;
 }
+constexpr RowConfig BackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, false); }
+constexpr RowConfig GatedBackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, true); }
 
 // The looped forward: one row per CTA of kLoopBlock threads, each taking
 // vectors v = lane, lane + kLoopBlock, ... twice (sum of squares, then y).
@@ -187,18 +229,21 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   return c;
 }
 
-// Stages of the shared-memory ring through which a backward thread copies
-// its vectors of the next rows asynchronously (cp.async), where a CTA holds
-// one row of 2 vectors per thread: 3 (the current row and two ahead), 0
-// elsewhere (loads into registers). 16 bytes per vector, tensor (x, dy, and
-// z with the gate) and stage: 192 bytes per thread (288 with z), so that
-// 768 (512) threads per SM use 144 KB besides the weight.
-constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread) {
-  return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2 ? 3 : 0;
-}
 constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
   return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread)} * (gate ? 3 : 2) *
          c.vecs_per_thread * c.block * 16;
+}
+// The backward's FP64 fold of its row groups' dw sums in shared memory:
+// one row per group (warp rows), or, for the lockstep groups (BwdBlockOf),
+// one row of the config's columns into which the groups add in turn, each
+// thread's 8 * vecs_per_thread values threads_per_row apart (no bank
+// conflicts); none with one row group.
+constexpr int64_t BwdFoldBytes(const RowConfig& c, int64_t dim) {
+  if (c.rows_per_cta() == 1) return 0;
+  if (BwdRing(c.threads_per_row, c.vecs_per_thread)) {
+    return int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems * 8;
+  }
+  return c.rows_per_cta() * dim * 8;
 }
 // Whether a backward thread issues the next step's loads (into registers)
 // before it reduces the current step: where the row is not copied through
@@ -206,7 +251,7 @@ constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
 // the ungated warp rows (three row groups a step, loaded after the previous
 // step is reduced; BwdRowsInFlight).
 constexpr bool BwdPrefetchesStep(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (BwdAsyncStages(threads_per_row, vecs_per_thread) > 0) return false;
+  if (BwdRing(threads_per_row, vecs_per_thread)) return false;
   return BwdWarpRowSteps(threads_per_row, vecs_per_thread) ? gate : vecs_per_thread <= 2;
 }
 // Rows a backward CTA takes per step; its blocks of rows are multiples of it
@@ -229,14 +274,14 @@ constexpr int64_t BwdBlockRows(int64_t rows, const RowConfig& c, bool gate) {
 // read neighbouring steps: one front through memory rather than one per CTA
 // (H200: 0.94-0.98x the time at 65536+ rows and H <= 6144, D = 256 views
 // 0.95-0.98x, gated 0.98-0.99x). Blocks stay contiguous (one unit) where a
-// step holds 16 KB or more of each tensor (H >= 8192: interleaved ran
-// 1.05-1.06x, units of 4 rows 1.00-1.04x) and where a block is not whole
-// steps (the small-T blocks of whole row groups). Which rows a block sums is
-// a function of the shape only.
-inline constexpr int64_t kBwdContiguousStepBytes = 16384;
+// row holds 16 KB or more of each tensor (H >= 8192, one row a step:
+// interleaved ran 1.05-1.06x, units of 4 rows 1.00-1.04x) and where a block
+// is not whole steps (the small-T blocks of whole row groups). Which rows a
+// block sums is a function of the shape only.
+inline constexpr int64_t kBwdContiguousRowBytes = 16384;
 constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t dim) {
   if (step_rows <= 0 || rows_per_block % step_rows != 0) return rows_per_block;
-  return step_rows * dim * 2 >= kBwdContiguousStepBytes ? rows_per_block : step_rows;
+  return dim * 2 >= kBwdContiguousRowBytes ? rows_per_block : step_rows;
 }
 
 // The deterministic backward's row partition: a function of (rows, dim, op)
@@ -251,7 +296,7 @@ constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t
 // with the CTAs of the ungated backward) ran 1.2x.
 inline constexpr int64_t kDetBlocksPerCtaPerSm = 132;
 constexpr int64_t DetTargetPartials(int64_t dim, bool gate) {
-  const RowConfig c = BackwardRowConfig(dim);
+  const RowConfig c = BackwardRowConfigOf(dim, gate);
   return kDetBlocksPerCtaPerSm * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread, gate));
 }
 
@@ -267,7 +312,7 @@ struct DetPartition {
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
-  const RowConfig c = BackwardRowConfig(dim);
+  const RowConfig c = BackwardRowConfigOf(dim, gate);
   DetPartition p;
   const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim, gate));
   p.rows_per_block =

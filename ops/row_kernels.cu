@@ -226,6 +226,7 @@ struct SumScratch {
   float* base;   // [2][half] floats in shared memory
   int half;
   int turn = 0;  // the half the next sum writes
+  int first = 0;  // TPR > 32: the first warp of this thread's row group
 };
 
 // Sum of v over the TPR threads of a row group, in a fixed order. Every
@@ -238,8 +239,10 @@ __device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
   if constexpr (TPR > 0 && TPR <= 32) {
     return v;
   } else {
-    // The CTA is one row. TPR > 32: TPR / 32 warps, summed in order (a
-    // compile-time loop). TPR = 0: blockDim.x / 32 warps (up to 32), summed
+    // The CTA is one row, or (the backward's lockstep row groups,
+    // BwdBlockOf) holds several. TPR > 32: the row group's TPR / 32 warps
+    // from sums.first on, summed in order (a compile-time loop). TPR = 0
+    // (the CTA one row): blockDim.x / 32 warps (up to 32), summed
     // by every warp in the same butterfly order, so all threads get the
     // same bits (a loop of run-time length cost the wide rows' forward
     // 3-8% on the H200).
@@ -251,7 +254,7 @@ __device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
     if constexpr (TPR > 0) {
       float s = 0.f;
 #pragma unroll
-      for (int i = 0; i < TPR / 32; ++i) s += scratch[i];
+      for (int i = 0; i < TPR / 32; ++i) s += scratch[sums.first + i];
       return s;
     } else {
       float s = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0.f;
@@ -532,31 +535,36 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 template <int TPR, int VPT, bool kGate>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   ChainedKernelPrologue();
-  constexpr int kRows = TPR > 0 ? BlockOf(TPR) / TPR : 1;
-  // Where one row fills the CTA with 2 vectors per thread, the next rows are
-  // copied asynchronously into a ring of kStages rows (BwdAsyncStages).
+  constexpr int kBlock = TPR > 0 ? BwdBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
+  constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
+  // Where a row group of whole warps holds 2 vectors per thread, the next
+  // rows are copied asynchronously into a ring of kStages steps
+  // (BwdAsyncStages); with several such row groups in the CTA, they reduce
+  // their steps in lockstep (BwdBlockOf), each its own row.
   constexpr int kStages = BwdAsyncStages(TPR, VPT);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
-  static_assert(kStages == 0 || kRows == 1, "the ring takes the fold's place");
+  constexpr bool kLockstep = kStages > 0 && kRows > 1;
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
+  static_assert(kStages == 0 || kDepth == 1, "the ring holds one row per group and step");
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
-  // kRows > 1 (dim is a multiple of 8, so the fold is 8-byte aligned), or
-  // the ring: [kStages][kTensors][VPT][blockDim.x] vectors, each thread's
-  // own (it reads only what it copied, so no barrier guards the ring).
+  // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
+  // 8-byte aligned), or the ring: [kStages][kTensors][VPT][blockDim.x]
+  // vectors, each thread's own (it reads only what it copied, so no barrier
+  // guards the ring), followed by the lockstep groups' fold (BwdFoldBytes).
   extern __shared__ float smem[];
-  __shared__ float scratch[2][MaxBlockOf(TPR) / 32];
-  SumScratch sums{&scratch[0][0], MaxBlockOf(TPR) / 32};
+  __shared__ float scratch[2][kBlock / 32];
+  SumScratch sums{&scratch[0][0], kBlock / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
+  if constexpr (kLockstep) sums.first = group * (TPR / 32);
   const int64_t dim = p.layout.dim;
   const int64_t vecs = dim / kVecElems;
   const float inv_dim = 1.0f / static_cast<float>(dim);
   constexpr bool gate = kGate;  // a template parameter: no z registers without it
   float* const wsm = smem;
-  double* const fold = reinterpret_cast<double*>(smem + dim);
   uint4* const ring = reinterpret_cast<uint4*>(smem + dim);
   // The ring slot of vector i of tensor t in stage `stage`.
   auto slot_of = [&](int stage, int t, int i) {
@@ -567,28 +575,32 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   const int64_t rows = p.layout.rows;
   const int64_t unit = p.unit_rows;
   const int64_t unit_stride = p.blocks * unit;
-  // The rows this CTA takes, block after block, as a stream from which the
-  // ring is filled kStages - 1 rows ahead of the row being reduced, across
-  // the blocks' edges: copy_next copies this thread's vectors of the
-  // stream's next row into a stage as one group of copies (an empty group
-  // past the last row, so that every step commits one and WaitCopies counts
-  // rows).
+  // The steps this CTA takes, block after block, as a stream from which the
+  // ring is filled kStages - 1 steps ahead of the step being reduced, across
+  // the blocks' edges: copy_next copies this thread's vectors of its row of
+  // the stream's next step into a stage as one group of copies (an empty
+  // group past the last row, so that every step commits one and WaitCopies
+  // counts steps).
   int64_t copy_block = blockIdx.x;
   UnitCursor copy = FirstUnit(copy_block, unit, rows);
   auto copy_next = [&](int stage) {
     if (copy_block < p.blocks) {
-      const int64_t off = RowOffset(p.layout, copy.at);
-      const void* const src[3] = {p.x, p.dy, p.z};
+      const int64_t row = copy.at + (kLockstep ? group : 0);
+      if (!kLockstep || row < copy.end) {
+        const int64_t off = RowOffset(p.layout, row);
+        const void* const src[3] = {p.x, p.dy, p.z};
 #pragma unroll
-      for (int t = 0; t < kTensors; ++t) {
-        const uint4* s = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(src[t]) + off);
+        for (int t = 0; t < kTensors; ++t) {
+          const uint4* s =
+              reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(src[t]) + off);
 #pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-          const int64_t v = lane + int64_t{i} * tpr;
-          if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v);
+          for (int i = 0; i < VPT; ++i) {
+            const int64_t v = lane + int64_t{i} * tpr;
+            if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v);
+          }
         }
       }
-      if (!Advance(copy, 1, unit, unit_stride, rows)) {
+      if (!Advance(copy, kRows, unit, unit_stride, rows)) {
         copy_block += gridDim.x;
         copy = FirstUnit(copy_block, unit, rows);
       }
@@ -652,14 +664,14 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       float nrs[kDepth];
       const int cur = stage;  // the ring stage of this step's row
       if constexpr (kStages > 0) {
-        // One row per step: copy the stream's row kStages - 1 ahead, wait
-        // for this one's copies (the newer groups may stay in flight), read
-        // it.
+        // One row per group and step: copy the stream's step kStages - 1
+        // ahead, wait for this one's copies (the newer groups may stay in
+        // flight), read this group's row (zeros past the unit's end).
         copy_next((stage + kStages - 1) % kStages);
         WaitCopies<kStages - 1>();
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
-          const bool in = lane + int64_t{i} * tpr < vecs;
+          const bool in = (!kLockstep || base + group < end) && lane + int64_t{i} * tpr < vecs;
           const uint4 zero = make_uint4(0, 0, 0, 0);
           xr[0][i] = in ? *slot_of(stage, 0, i) : zero;
           dyr[0][i] = in ? *slot_of(stage, 1, i) : zero;
@@ -720,10 +732,12 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
           if constexpr (kStages > 0) {
             // The row again from the ring rather than kept in registers
-            // through the row sum.
-            xr[0][i] = *slot_of(cur, 0, i);
-            dyr[0][i] = *slot_of(cur, 1, i);
-            if (gate) zr[0][i] = *slot_of(cur, kTensors - 1, i);
+            // through the row sum (past the unit's end, the zeros of pass 1).
+            if (!kLockstep || active) {
+              xr[0][i] = *slot_of(cur, 0, i);
+              dyr[0][i] = *slot_of(cur, 1, i);
+              if (gate) zr[0][i] = *slot_of(cur, kTensors - 1, i);
+            }
           }
           Unpack(xr[d][i], xf);
           Unpack(dyr[d][i], dyf);
@@ -782,7 +796,36 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     }
 
     // The block's dw row: its row groups folded in FP64 in a fixed order.
-    if constexpr (kRows == 1) {
+    if constexpr (kLockstep) {
+      // Group after group into one row after the ring, value j of a
+      // thread's vector i at (i * 8 + j) * TPR + lane (a warp's accesses
+      // consecutive), then out in column order.
+      double* const fold = reinterpret_cast<double*>(ring + kStages * kTensors * VPT * kBlock);
+      __syncthreads();  // the previous block's fold is read
+      for (int g = 0; g < kRows; ++g) {
+        if (group == g) {
+#pragma unroll
+          for (int i = 0; i < VPT; ++i) {
+            if (lane + int64_t{i} * TPR >= vecs) continue;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              double& f = fold[(i * 8 + j) * TPR + lane];
+              f = (g == 0 ? 0.0 : f) + (static_cast<double>(total[i][j]) - comp[i][j]);
+            }
+          }
+        }
+        __syncthreads();
+      }
+      for (int64_t c = threadIdx.x; c < dim; c += kBlock) {
+        const int64_t v = c / 8;
+        const double sum = fold[((v / TPR) * 8 + c % 8) * TPR + v % TPR];
+        if (p.acc != nullptr) {
+          atomicAdd(p.acc + c, sum);
+        } else {
+          p.partials[b * dim + c] = sum;
+        }
+      }
+    } else if constexpr (kRows == 1) {
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * tpr;
@@ -799,6 +842,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         }
       }
     } else {
+      double* const fold = reinterpret_cast<double*>(smem + dim);
       __syncthreads();  // the previous block's fold is read
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {

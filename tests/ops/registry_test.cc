@@ -37,16 +37,39 @@ TEST(RegistryTest, IdsAreUniqueAndWellFormed) {
   EXPECT_EQ(FindProgram("rmsnorm.fwd.v0"), nullptr);
 }
 
+// The shared memory an sm_90 CTA may opt in to.
+constexpr int64_t kSm90SmemPerCta = 227 * 1024;
+
 TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
   for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
     const RowConfig fwd = CtaRowConfig(dim), bwd = BackwardRowConfig(dim);
-    for (const RowConfig c : {fwd, bwd}) {
+    const RowConfig gated_bwd = GatedBackwardRowConfig(dim);
+    for (const RowConfig c : {fwd, bwd, gated_bwd}) {
       ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
       ASSERT_LE(c.vecs_per_thread, kMaxVecsPerThread);
       ASSERT_EQ(c.block % c.threads_per_row, 0);
       ASSERT_LE(c.block, 1024);
-      // Wide rows get a CTA each, so their barriers wait for no other row.
-      if (c.threads_per_row > 32) {
+    }
+    // The forward's wide rows get a CTA each, so their barriers wait for no
+    // other row.
+    if (fwd.threads_per_row > 32) {
+      ASSERT_EQ(fwd.rows_per_cta(), 1) << dim;
+    }
+    // The backward's wide rows: where a power of two of threads holds a row
+    // that comes through the ring, one CTA holds as many row groups as an
+    // SM's backward threads take (they reduce in lockstep), else one. Its
+    // weight, ring and fold fit a CTA's shared memory.
+    for (bool gate : {false, true}) {
+      const RowConfig c = gate ? gated_bwd : bwd;
+      ASSERT_EQ(c.threads_per_row, bwd.threads_per_row) << dim;
+      ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
+      ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
+      ASSERT_LE(dim * 4 + BwdRingBytes(c, gate) + BwdFoldBytes(c, dim), kSm90SmemPerCta) << dim;
+      if (c.threads_per_row <= 32) continue;
+      const bool pow2 = (c.threads_per_row & (c.threads_per_row - 1)) == 0;
+      if (pow2 && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
+        ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
+      } else {
         ASSERT_EQ(c.rows_per_cta(), 1) << dim;
       }
     }
@@ -65,7 +88,6 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
           << dim;
     }
     ASSERT_LE(fwd.block, kMaxWideBlock);
-    ASSERT_LE(bwd.block, kMaxWideBlock);
     // The backward holds at most 2 vectors per thread up to dim 8192.
     if (dim <= 8192) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
@@ -120,7 +142,7 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
         ASSERT_LT((p.partials - 1) * p.rows_per_block, rows) << "an empty block";
         ASSERT_LE(p.partials, DetTargetPartials(dim, gate));
         ASSERT_LE(p.partials * dim * 8, int64_t{32} << 20) << "partials stay inside L2";
-        const RowConfig c = BackwardRowConfig(dim);
+        const RowConfig c = BackwardRowConfigOf(dim, gate);
         const int64_t step = BwdRowsPerStep(c, gate);
         ASSERT_EQ(p.rows_per_block % c.rows_per_cta(), 0) << "whole row groups";
         if (p.rows_per_block >= 2 * step) {
@@ -141,14 +163,14 @@ TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
   for (int64_t rows : {1, 7, 255, 257, 1024, 12480, 46593, 131072, 786432}) {
     for (int64_t dim : {128, 256, 1536, 2048, 6144, 8192}) {
       for (bool gate : {false, true}) {
-        const RowConfig c = BackwardRowConfig(dim);
+        const RowConfig c = BackwardRowConfigOf(dim, gate);
         const int64_t step = BwdRowsPerStep(c, gate);
         const DetPartition det = DetPartitionOf(rows, dim, gate);
         const int64_t kb_rows = BwdBlockRows(CeilDiv(rows, 132 * 2), c, gate);
         for (const DetPartition& p : {det, DetPartition{kb_rows, CeilDiv(rows, kb_rows)}}) {
           const int64_t unit = BwdUnitRows(p.rows_per_block, step, dim);
           const bool whole_steps = p.rows_per_block % step == 0;
-          if (whole_steps && step * dim * 2 < kBwdContiguousStepBytes) {
+          if (whole_steps && dim * 2 < kBwdContiguousRowBytes) {
             ASSERT_EQ(unit, step) << rows << " x " << dim;
           } else {
             ASSERT_EQ(unit, p.rows_per_block) << rows << " x " << dim;

@@ -306,6 +306,11 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
 TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   ExpectBitwiseDeterministic(RowsSpec(46593, 4096));
   ExpectBitwiseDeterministic(RowsSpec(20000, 1024));
+  // Several row groups per CTA (BwdBlockOf: 8 of 96 threads, 6 of 128), the
+  // last block's last step short of rows, the fold reused block after block
+  // where a CTA takes several (grid 1 and 66).
+  ExpectBitwiseDeterministic(RowsSpec(16387, 1536));
+  ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
   ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
 }
 
