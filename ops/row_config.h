@@ -159,7 +159,7 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // one row group had reached the copy's rate there, their tail aside) and
 // the fused residual's [65536, 4096] 1.05x. Elsewhere one row group (a
 // CTA-wide row: whole warps at H = 1536 and 6144, where a lockstep kernel
-// of run-time width ran 1.10-1.29x the time), or 256 threads of warp rows
+// of run-time width ran 1.06-1.29x the time), or 256 threads of warp rows
 // (BlockOf).
 constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
   const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
