@@ -122,6 +122,25 @@ TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
   EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].rows_per_block = -3"));
 }
 
+// A backward launch whose block is not its program's CTA (a plan saved when
+// the H = 2048 backward ran one 128-thread row group per CTA; it now holds
+// six, BwdBlockOf) is refused naming the field and both sizes.
+TEST(LaunchTest, BackwardLaunchOfAnotherBlockIsRefused) {
+  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(16384, 2048, true, {BACKWARD}),
+                                       *TargetDevice::ForArch("sm_90a"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Plan plan = *made;
+  ASSERT_EQ(plan.launches(0).program(), "rmsnorm.bwd.det.partials");
+  ASSERT_EQ(plan.launches(0).block().x(), 768u);
+  plan.mutable_launches(0)->mutable_block()->set_x(128);
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  const absl::Status s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].block.x = 128"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rmsnorm.bwd.det.partials runs blocks of 768"));
+}
+
 // Every backward, reduce and finish launch the planner makes passes those checks
 // (without a device, MakeKernelLaunch may still fail later, at the kernel's
 // shared-memory attribute, but not with InvalidArgument).
