@@ -10,6 +10,7 @@
 
 #include "ops/row_config.h"
 #include "ops/row_kernels.h"
+#include "ops/target.h"
 #include "planner/validate.h"
 #include "tests/testing/specs.h"
 
@@ -37,10 +38,9 @@ TEST(RegistryTest, IdsAreUniqueAndWellFormed) {
   EXPECT_EQ(FindProgram("rmsnorm.fwd.v0"), nullptr);
 }
 
-// The shared memory an sm_90 CTA may opt in to.
-constexpr int64_t kSm90SmemPerCta = 227 * 1024;
-
 TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
+  // The shared memory an sm_90a CTA may opt in to.
+  const int64_t smem_optin = TargetDevice::ForArch("sm_90a")->max_smem_per_block_optin;
   for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
     const RowConfig fwd = CtaRowConfig(dim), bwd = BackwardRowConfig(dim);
     const RowConfig gated_bwd = GatedBackwardRowConfig(dim);
@@ -64,7 +64,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(c.threads_per_row, bwd.threads_per_row) << dim;
       ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
       ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
-      ASSERT_LE(dim * 4 + BwdRingBytes(c, gate) + BwdFoldBytes(c, dim), kSm90SmemPerCta) << dim;
+      ASSERT_LE(dim * 4 + BwdRingBytes(c, gate) + BwdFoldBytes(c, dim), smem_optin) << dim;
       if (c.threads_per_row <= 32) continue;
       const bool pow2 = (c.threads_per_row & (c.threads_per_row - 1)) == 0;
       if (pow2 && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
@@ -156,9 +156,9 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
 }
 
 // The backward's walk of its blocks (FirstUnit, Advance over BwdUnitRows),
-// step by step as the kernel takes them and row by row as the ring copies
-// them: every row once, each block no more than its rows_per_block, the
-// blocks interleaved by steps where a step holds under 16 KB of a tensor.
+// step by step as the kernel and its ring take them, and row by row: every
+// row once, each block no more than its rows_per_block, the
+// blocks interleaved by steps where a row holds under 16 KB of a tensor.
 TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
   for (int64_t rows : {1, 7, 255, 257, 1024, 12480, 46593, 131072, 786432}) {
     for (int64_t dim : {128, 256, 1536, 2048, 6144, 8192}) {
