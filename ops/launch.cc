@@ -80,7 +80,8 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   const bool forward = program.stage == Stage::kForward;
   switch (program.kernel) {
     case RowKernel::kPersistent:
-      f = forward ? RowForwardKernel(tpr, vpt) : RowBackwardKernel(tpr, vpt, gate);
+      f = forward ? RowForwardKernel(tpr, vpt)
+                  : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in());
       break;
     case RowKernel::kFlat:
       f = forward ? RowForwardFlatKernel(tpr, vpt, gate) : RowBackwardSplitKernel(tpr, vpt, gate);

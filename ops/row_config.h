@@ -169,6 +169,15 @@ constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
   const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / threads_per_row;
   return (groups > 1 ? groups : 1) * threads_per_row;
 }
+// Whether a backward with dh_in (the fused residual's incoming gradient)
+// runs an instance of its own that loads a row's dh_in before the row sum,
+// whose barrier then covers the wait: where rows come through the ring
+// (H200: the residual rows of the suite 0.85-0.89x the time against dh_in
+// loaded as dx is stored). In the instances without dh_in, the registers
+// held across the barrier for it cost 1.02-1.14x the time.
+constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
+  return BwdRing(threads_per_row, vecs_per_thread);
+}
 // Stages of the ring: 3 (the current step and two ahead), 0 without it.
 // 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192
 // bytes per thread (288 with z), so that 768 (512) threads per SM use 144 KB
@@ -195,20 +204,27 @@ constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
 constexpr RowConfig BackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, false); }
 constexpr RowConfig GatedBackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, true); }
 
-// The looped forward: one row per CTA of kLoopBlock threads, each taking
-// vectors v = lane, lane + kLoopBlock, ... twice (sum of squares, then y).
+// The looped forward: one row per CTA of LoopBlockOf(dim) threads, each
+// taking vectors v = lane, lane + block, ... twice (sum of squares, then y).
 inline constexpr int kLoopBlock = 256;
-constexpr RowConfig LoopRowConfig(int64_t dim) {
-  RowConfig c;
-  c.threads_per_row = kLoopBlock;
-  c.vecs_per_thread = static_cast<int>(CeilDiv(dim / kVecElems, kLoopBlock));
-  c.block = kLoopBlock;
-  return c;
-}
-
 // Whether the looped forward's loops step by blockDim.x rather than by the
 // constant kLoopBlock (RowForwardLoop): from 4 vectors per thread.
 constexpr bool LoopRuntimeStride(int64_t dim) { return dim / kVecElems >= 4 * kLoopBlock; }
+// The looped forward's CTA: kLoopBlock threads, or 512 where they would take
+// 8 vectors or more each (H = 16384: 0.79x the time of 256 threads at 16384
+// rows on the H200; at H = 8192, 4 vectors each, 512 threads ran
+// 1.08-1.13x the time).
+inline constexpr int kWideLoopBlock = 512;
+constexpr int LoopBlockOf(int64_t dim) {
+  return dim / kVecElems >= 8 * kLoopBlock ? kWideLoopBlock : kLoopBlock;
+}
+constexpr RowConfig LoopRowConfig(int64_t dim) {
+  RowConfig c;
+  c.block = LoopBlockOf(dim);
+  c.threads_per_row = c.block;
+  c.vecs_per_thread = static_cast<int>(CeilDiv(dim / kVecElems, c.block));
+  return c;
+}
 
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
 // one row group each, as the flat forward but with at most 4 vectors per

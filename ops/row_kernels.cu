@@ -480,16 +480,19 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
 // each thread the vectors it wrote).
 //
 // The loops step by kLoopBlock, a constant, or (kRuntimeStride) by
-// blockDim.x, the same value: with 4 or more vectors per thread the latter
-// ran 0.91-0.92x the time at H = 8192 and 1.03-1.06x at H = 4096-6144 on the
-// H200 (LoopRuntimeStride picks it).
+// blockDim.x: with 4 or more vectors per thread the latter ran 0.91-0.92x
+// the time at H = 8192 and 1.03-1.06x at H = 4096-6144 on the H200 (both
+// with 256 threads; LoopRuntimeStride picks it). Only the kRuntimeStride
+// instance runs CTAs of kWideLoopBlock threads (LoopBlockOf).
+constexpr int LoopMaxBlock(bool runtime_stride) { return runtime_stride ? kWideLoopBlock : kLoopBlock; }
 template <bool kResidual, bool kRuntimeStride>
-__global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
+__global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBlock(kRuntimeStride))
     RowForwardLoop(const RowForwardParams p) {
   ChainedKernelPrologue();
+  constexpr int kMaxBlock = LoopMaxBlock(kRuntimeStride);
   const int64_t stride = kRuntimeStride ? static_cast<int64_t>(blockDim.x) : kLoopBlock;
-  __shared__ float scratch[2][kLoopBlock / 32];
-  SumScratch sums{&scratch[0][0], kLoopBlock / 32};
+  __shared__ float scratch[2][kMaxBlock / 32];
+  SumScratch sums{&scratch[0][0], kMaxBlock / 32};
   const int64_t row = blockIdx.x;
   const int64_t vecs = p.layout.dim / kVecElems;
   const int64_t off = RowOffset(p.layout, row);
@@ -531,8 +534,9 @@ __global__ void __launch_bounds__(kLoopBlock, 2048 / kLoopBlock)
 // The fused backward. Its dx, dz and dw formulas are those of ElementGrads
 // and AddDwTerm written out: through the helpers its gated instances took
 // one register less and ran 2-2.5% slower on the H200 (gated rows of the
-// suite), so they stay inline here; keep the two in step.
-template <int TPR, int VPT, bool kGate>
+// suite), so they stay inline here; keep the two in step. kDhIn: an instance
+// for the ring's rows with dh_in bound (BwdDhInEarly).
+template <int TPR, int VPT, bool kGate, bool kDhIn = false>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   ChainedKernelPrologue();
   constexpr int kBlock = TPR > 0 ? BwdBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
@@ -548,6 +552,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   static_assert(kStages == 0 || kDepth == 1, "the ring holds one row per group and step");
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
+  static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
   // 8-byte aligned), or the ring: [kStages][kTensors][VPT][blockDim.x]
@@ -718,6 +723,18 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           }
         }
         const float rstd = kRstdWithRows ? rs[d] : active ? p.rstd[row] : 0.f;
+        // kDhIn: the row's dh_in is loaded before the row sum, so that its
+        // barrier covers the wait (elsewhere it is loaded as dx is stored).
+        uint4 dhr[VPT];
+        if constexpr (kDhIn) {
+          const uint4* dh_row =
+              reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+#pragma unroll
+          for (int i = 0; i < VPT; ++i) {
+            const int64_t v = lane + int64_t{i} * tpr;
+            dhr[i] = active && v < vecs ? dh_row[v] : make_uint4(0, 0, 0, 0);
+          }
+        }
         const float c = RowCoef(GroupSum<TPR>(dot, sums), rstd, inv_dim);
 
         // Pass 2: dx, dz, and the dw terms.
@@ -770,9 +787,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             }
           }
           if (!active) continue;
-          if (p.dh_in != nullptr) {
+          if (kDhIn || p.dh_in != nullptr) {
             float d[8];
-            Unpack(dh[v], d);
+            Unpack(kDhIn ? dhr[i] : dh[v], d);
 #pragma unroll
             for (int j = 0; j < 8; ++j) dxf[j] += d[j];
           }
@@ -1098,11 +1115,23 @@ const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool 
   return nullptr;
 }
 
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+#define CAKE_BWD_DH_IN_CONFIGS(X) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2)
+
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
+  const bool early_dh_in = dh_in && !gate && BwdDhInEarly(threads_per_row, vecs_per_thread);
   // A wide row of whole warps that is not a power of two runs the instance
   // whose threads per row is the CTA size.
   const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
   if (threads_per_row > 32 && !pow2) threads_per_row = 0;
+  if (early_dh_in) {
+#define CAKE_BWD_DH_IN(T, V)                                 \
+  if (threads_per_row == T && vecs_per_thread == V) {        \
+    return reinterpret_cast<const void*>(&RowBackward<T, V, false, true>); \
+  }
+    CAKE_BWD_DH_IN_CONFIGS(CAKE_BWD_DH_IN)
+#undef CAKE_BWD_DH_IN
+    return nullptr;
+  }
 #define CAKE_BWD(T, V)                                                    \
   if (threads_per_row == T && vecs_per_thread == V) {                     \
     return gate ? reinterpret_cast<const void*>(&RowBackward<T, V, true>) \

@@ -167,7 +167,9 @@ struct ZeroParams {
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 // The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA).
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate);
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate);
+// The fused backward; dh_in: the op has the residual's incoming gradient
+// (BwdDhInEarly picks an instance of its own).
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in);
 // The looped forward of LoopRowConfig (rmsnorm_train), with or without the
 // fused residual add, stepping by a constant or (LoopRuntimeStride) by
 // blockDim.x.

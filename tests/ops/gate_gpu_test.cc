@@ -67,8 +67,11 @@ TEST_F(GpuTest, GateOtherHeadDimsViewsAndDtypes) {
     StepSpec bf16_dw = Gate(8192, 32, 128, det);
     bf16_dw.set_dw_dtype(BF16);
     ExpectWithinBudget(bf16_dw, 2);
-    // Wider heads go through the wide-row kernels.
+    // Wider heads go through the wide-row kernels: 4096 (2 row groups of
+    // 256 threads per CTA), 1536 and 6144 (one row of 96 or 384 threads).
     ExpectWithinBudget(Gate(512, 2, 4096, det), 2);
+    ExpectWithinBudget(Gate(8209, 2, 1536, det), 2);
+    ExpectWithinBudget(Gate(1031, 2, 6144, det), 2);
   }
 }
 

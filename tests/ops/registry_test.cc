@@ -94,8 +94,16 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     ASSERT_NE(RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread), nullptr) << dim;
     for (bool gate : {false, true}) {
-      ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, gate), nullptr) << dim;
+      for (bool dh_in : {false, true}) {
+        ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, gate, dh_in), nullptr)
+            << dim;
+      }
     }
+    // The residual's dh_in has instances of its own where rows come through
+    // the ring, and only there.
+    const bool own = RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, true) !=
+                     RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, false);
+    ASSERT_EQ(own, BwdDhInEarly(bwd.threads_per_row, bwd.vecs_per_thread)) << dim;
     // The flat forward: the row fits, one or two vectors per thread, whole
     // warps for a wide row, a CTA of at most 1024 threads, a kernel built.
     const RowConfig flat = FlatRowConfig(dim);
@@ -112,7 +120,12 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     const RowConfig loop = LoopRowConfig(dim);
     ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
-    ASSERT_EQ(loop.block, kLoopBlock) << dim;
+    // The constant-stride loop steps by kLoopBlock: it must run that many threads.
+    if (!LoopRuntimeStride(dim)) {
+      ASSERT_EQ(loop.block, kLoopBlock) << dim;
+    }
+    ASSERT_EQ(loop.block % 32, 0) << dim;
+    ASSERT_LE(loop.block, kWideLoopBlock) << dim;
     // The split backward's dx role, up to its largest dim.
     if (dim <= kMaxSplitDim) {
       const RowConfig split = SplitRowConfig(dim);

@@ -236,6 +236,17 @@ TEST_F(GpuTest, FusedResidualWithinBudget) {
       ExpectWithinBudget(spec, 2);
     }
   }
+  // dh_in through each ring width's instance of its own (BwdDhInEarly: 64,
+  // 128, 256 and 512 threads a row; 6144 above), past 16384 rows where the
+  // fused backward is routed.
+  for (int64_t dim : {1024, 2048, 4096, 8192}) {
+    for (bool det : {true, false}) {
+      StepSpec spec = RowsSpec(16387, dim, det);
+      spec.set_residual(true);
+      spec.set_residual_grad_in(true);
+      ExpectWithinBudget(spec, 2);
+    }
+  }
 }
 
 TEST_F(GpuTest, Bf16DwWithinBudget) {
@@ -306,11 +317,16 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
 TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   ExpectBitwiseDeterministic(RowsSpec(46593, 4096));
   ExpectBitwiseDeterministic(RowsSpec(20000, 1024));
-  // Several row groups per CTA (BwdBlockOf: 8 of 96 threads, 6 of 128), the
+  // One row group of 96 threads per CTA, and six of 128 (BwdBlockOf), the
   // last block's last step short of rows, the fold reused block after block
   // where a CTA takes several (grid 1 and 66).
   ExpectBitwiseDeterministic(RowsSpec(16387, 1536));
   ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
+  // The instance that loads dh_in before the row sum (BwdDhInEarly).
+  StepSpec residual = RowsSpec(16387, 4096);
+  residual.set_residual(true);
+  residual.set_residual_grad_in(true);
+  ExpectBitwiseDeterministic(residual);
   ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
 }
 
