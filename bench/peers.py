@@ -609,7 +609,7 @@ def compare_with_cake_bench(report, path):
     spec.loader.exec_module(compare)
     harness = {(r["shape"], r["op"]): r for r in report["rows"]}
     pairs, _ = compare.compare(compare.load_rows(path), harness)
-    lines = ["Cake's time from the harness and from cake bench (same run):",
+    lines = [f"Cake's time from the harness and from cake bench ({os.path.basename(path)}):",
              f"{'shape':<30} {'op':<9} {'harness us':>11} {'cake bench':>11} {'diff':>7} "
              f"{'A/A':>7}  verdict"]
     for p in pairs:
