@@ -163,7 +163,8 @@ const ProgramInfo kPrograms[] = {
      RowKernel::kFlat},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
-     "forward, one row per CTA of 256 threads reading the row twice in a loop (sum of "
+     "forward, one row per CTA of 256 threads (512 from H = 16384) reading the row twice in "
+     "a loop (sum of "
      "squares, then y from cache; with the residual, h written in the first pass and read "
      "back), about 32 registers at any dim",
      RowKernel::kLoop},
@@ -173,9 +174,9 @@ const ProgramInfo kPrograms[] = {
      BackwardRowConfig,
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
      "a tensor), one FP64 dw partial row per block; where whole warps hold a row, the next "
-     "two steps copied into shared memory (cp.async), and with a power of two of them, as "
-     "many row groups per CTA as an SM holds, in lockstep; three row groups loaded per step "
-     "up to 256 columns"},
+     "two steps copied into shared memory (cp.async) and a row's dh_in (the fused residual) "
+     "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
+     "as an SM holds, in lockstep; three row groups loaded per step up to 256 columns"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
