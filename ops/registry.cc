@@ -164,9 +164,8 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
      "forward, one row per CTA of 256 threads (512 from H = 16384) reading the row twice in "
-     "a loop (sum of "
-     "squares, then y from cache; with the residual, h written in the first pass and read "
-     "back), about 32 registers at any dim",
+     "a loop (sum of squares, then y from cache; with the residual, h written in the first "
+     "pass and read back), about 32 registers at any dim",
      RowKernel::kLoop},
     {"rmsnorm.bwd.det.partials", RMSNORM, Stage::kBackward, true, 8, kAnyDim,
      true, true, false, DwOutput::kPartials, "dw.reduce", BackwardDetPartials, DetPartialsBytes,

@@ -73,6 +73,8 @@ constexpr int NextPow2(int64_t v) {
   return p;
 }
 
+constexpr bool IsPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
@@ -159,11 +161,12 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // one row group had reached the copy's rate there, their tail aside) and
 // the fused residual's [65536, 4096] 1.05x. Elsewhere one row group (a
 // CTA-wide row: whole warps at H = 1536 and 6144, where a lockstep kernel
-// of run-time width ran 1.06-1.29x the time), or 256 threads of warp rows
-// (BlockOf).
+// of run-time width ran 1.06-1.29x the time, and instances of 96 and 384
+// threads 0.93x at [16384, 1536] but 1.05-1.11x at 65536+ rows and at
+// H = 6144), or 256 threads of warp rows (BlockOf).
 constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
-  const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
-  if (threads_per_row <= 32 || !pow2 || !BwdRing(threads_per_row, vecs_per_thread)) {
+  if (threads_per_row <= 32 || !IsPow2(threads_per_row) ||
+      !BwdRing(threads_per_row, vecs_per_thread)) {
     return BlockOf(threads_per_row);
   }
   const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / threads_per_row;

@@ -1121,11 +1121,10 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
   const bool early_dh_in = dh_in && !gate && BwdDhInEarly(threads_per_row, vecs_per_thread);
   // A wide row of whole warps that is not a power of two runs the instance
   // whose threads per row is the CTA size.
-  const bool pow2 = (threads_per_row & (threads_per_row - 1)) == 0;
-  if (threads_per_row > 32 && !pow2) threads_per_row = 0;
+  if (threads_per_row > 32 && !IsPow2(threads_per_row)) threads_per_row = 0;
   if (early_dh_in) {
-#define CAKE_BWD_DH_IN(T, V)                                 \
-  if (threads_per_row == T && vecs_per_thread == V) {        \
+#define CAKE_BWD_DH_IN(T, V)                                                \
+  if (threads_per_row == T && vecs_per_thread == V) {                       \
     return reinterpret_cast<const void*>(&RowBackward<T, V, false, true>); \
   }
     CAKE_BWD_DH_IN_CONFIGS(CAKE_BWD_DH_IN)

@@ -66,8 +66,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
       ASSERT_LE(dim * 4 + BwdRingBytes(c, gate) + BwdFoldBytes(c, dim), smem_optin) << dim;
       if (c.threads_per_row <= 32) continue;
-      const bool pow2 = (c.threads_per_row & (c.threads_per_row - 1)) == 0;
-      if (pow2 && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
+      if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
         ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
       } else {
         ASSERT_EQ(c.rows_per_cta(), 1) << dim;
