@@ -81,10 +81,14 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   switch (program.kernel) {
     case RowKernel::kPersistent:
       f = forward ? RowForwardKernel(tpr, vpt)
-                  : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in());
+                  : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block);
       break;
     case RowKernel::kFlat:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate) : RowBackwardSplitKernel(tpr, vpt, gate);
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false)
+                  : RowBackwardSplitKernel(tpr, vpt, gate);
+      break;
+    case RowKernel::kFlatDense:
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true) : nullptr;
       break;
     case RowKernel::kLoop:
       f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim)) : nullptr;

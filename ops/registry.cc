@@ -69,11 +69,11 @@ int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
   return static_cast<int32_t>(dim * 4 + BwdRingBytes(cfg, gate) + BwdFoldBytes(cfg, dim));
 }
 
-Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
+// A persistent grid over the fixed row blocks of config `cfg`'s partition.
+Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
-  const RowConfig cfg = BackwardRowConfigOf(s.dim, gate);
-  const DetPartition p = DetPartitionOf(s.rows(), s.dim, gate);
+  const DetPartition p = DetPartitionOf(s.rows(), cfg, gate);
   Geometry g;
   const int64_t resident =
       int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
@@ -83,6 +83,15 @@ Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
+}
+
+Geometry BackwardDetPartials(const StepSpec& spec, const TargetDevice& device) {
+  return DetBlocks(BackwardRowConfigOf(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE), spec,
+                   device);
+}
+
+Geometry BackwardDetLockstep(const StepSpec& spec, const TargetDevice& device) {
+  return DetBlocks(LockstepBackwardRowConfig(spec.layout().dim()), spec, device);
 }
 
 // Per block of the split partition: its dx CTAs (SplitGroupsOf row groups
@@ -161,6 +170,11 @@ const ProgramInfo kPrograms[] = {
      "one vector per thread in a sub-warp or warp row (two above 256 columns), two in a "
      "CTA-wide row, weight through L1",
      RowKernel::kFlat},
+    {"rmsnorm.fwd.flat.dense", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
+     DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
+     "fwd.flat at 32 registers a thread: 2048 threads per SM with two vectors per thread "
+     "too (a few bytes spilled), so that more row groups are resident at once",
+     RowKernel::kFlatDense},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
      "forward, one row per CTA of 256 threads (512 from H = 16384) reading the row twice in "
@@ -176,6 +190,12 @@ const ProgramInfo kPrograms[] = {
      "two steps copied into shared memory (cp.async) and a row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
      "as an SM holds, in lockstep; three row groups loaded per step up to 256 columns"},
+    {"rmsnorm.bwd.det.lockstep", RMSNORM, Stage::kBackward, true, 8, kAnyDim, true, true, false,
+     DwOutput::kPartials, "dw.reduce", BackwardDetLockstep, DetPartialsBytes, "dw_partials",
+     LockstepBackwardRowConfig,
+     "det.partials, with the ring's row groups of 96 threads (H = 1032..1536) eight to a "
+     "CTA, in lockstep, as det.partials runs those of a power of two; one FP64 dw partial "
+     "row per block"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,

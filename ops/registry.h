@@ -47,6 +47,9 @@ enum class RowKernel {
   // One row group per CTA, no persistent loop: the flat forward, or the
   // split backward (dx and dw CTAs in one launch).
   kFlat,
+  // The flat forward at 32 registers a thread: 2048 threads per SM with two
+  // vectors per thread too (1536 in kFlat), a few bytes spilled.
+  kFlatDense,
   // The looped forward: one row per CTA, the row read twice in a loop
   // (sum of squares, then y), the second time from cache.
   kLoop,

@@ -164,14 +164,26 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // of run-time width ran 1.06-1.29x the time, and instances of 96 and 384
 // threads 0.93x at [16384, 1536] but 1.05-1.11x at 65536+ rows and at
 // H = 6144), or 256 threads of warp rows (BlockOf).
-constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (threads_per_row <= 32 || !IsPow2(threads_per_row) ||
-      !BwdRing(threads_per_row, vecs_per_thread)) {
+//
+// BwdLockstepBlockOf: as many ring row groups per CTA as the SM holds at any
+// width of whole warps. The det.lockstep program takes it at 96 threads a
+// row (BwdLockstepWidth: H = 1032..1536), routed by row count
+// (planner/routes): [16384, 1536] 0.93x the time of det.partials, the fused
+// residual's 0.85x, [24576, 1536] level, 1.05-1.11x from 32768 rows (H200).
+// Instances of 192 and 384 threads (H = 3072, 6144) ran 1.03-1.10x from
+// 16384 rows and were not kept.
+constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (threads_per_row <= 32 || !BwdRing(threads_per_row, vecs_per_thread)) {
     return BlockOf(threads_per_row);
   }
   const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / threads_per_row;
   return (groups > 1 ? groups : 1) * threads_per_row;
 }
+constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
+  return IsPow2(threads_per_row) ? BwdLockstepBlockOf(threads_per_row, vecs_per_thread, gate)
+                                 : BlockOf(threads_per_row);
+}
+constexpr bool BwdLockstepWidth(int threads_per_row) { return threads_per_row == 96; }
 // Whether a backward with dh_in (the fused residual's incoming gradient)
 // runs an instance of its own that loads a row's dh_in before the row sum,
 // whose barrier then covers the wait: where rows come through the ring
@@ -205,6 +217,15 @@ constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   return c;
 }
 constexpr RowConfig BackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, false); }
+// The det.lockstep program's config: BackwardRowConfig, with the ring's row
+// groups of a BwdLockstepWidth in lockstep CTAs (BwdLockstepBlockOf).
+constexpr RowConfig LockstepBackwardRowConfig(int64_t dim) {
+  RowConfig c = BackwardRowConfig(dim);
+  if (BwdLockstepWidth(c.threads_per_row)) {
+    c.block = BwdLockstepBlockOf(c.threads_per_row, c.vecs_per_thread, false);
+  }
+  return c;
+}
 constexpr RowConfig GatedBackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, true); }
 
 // The looped forward: one row per CTA of LoopBlockOf(dim) threads, each
@@ -304,7 +325,7 @@ constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t
 }
 
 // The deterministic backward's row partition: a function of (rows, dim, op)
-// only, never of the SM count or the grid, so its dw partial rows and their
+// and the program only, never of the SM count or the grid, so its dw partial rows and their
 // reduce order are the same on every device and grid size. The target count
 // of blocks is 132 per backward CTA an SM holds at that dim and op (1 to 8):
 // one block per CTA of a full wave on a 132-SM H200, with the partials at
@@ -314,9 +335,11 @@ constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t
 // rows and more (H200), where 1.45 blocks per CTA (the gated rows, counted
 // with the CTAs of the ungated backward) ran 1.2x.
 inline constexpr int64_t kDetBlocksPerCtaPerSm = 132;
-constexpr int64_t DetTargetPartials(int64_t dim, bool gate) {
-  const RowConfig c = BackwardRowConfigOf(dim, gate);
+constexpr int64_t DetTargetPartials(const RowConfig& c, bool gate) {
   return kDetBlocksPerCtaPerSm * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread, gate));
+}
+constexpr int64_t DetTargetPartials(int64_t dim, bool gate) {
+  return DetTargetPartials(BackwardRowConfigOf(dim, gate), gate);
 }
 
 struct DetPartition {
@@ -330,14 +353,17 @@ struct DetPartition {
 // With one or two rows per block (small T) they had been larger than it.
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
-constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
-  const RowConfig c = BackwardRowConfigOf(dim, gate);
+// Of a program's config `c` (the det.partials and det.lockstep programs).
+constexpr DetPartition DetPartitionOf(int64_t rows, const RowConfig& c, bool gate) {
   DetPartition p;
-  const int64_t per_block = CeilDiv(rows, DetTargetPartials(dim, gate));
+  const int64_t per_block = CeilDiv(rows, DetTargetPartials(c, gate));
   p.rows_per_block =
       BwdBlockRows(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, c, gate);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;
+}
+constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
+  return DetPartitionOf(rows, BackwardRowConfigOf(dim, gate), gate);
 }
 
 // Row groups per dx CTA of the split backward: each thread loads its

@@ -394,10 +394,13 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // The flat forward (FlatRowConfig): one row group per CTA, loads issued
 // first, the weight read through L1 (no staging, no barrier before the
 // loads), at most 32 registers with one vector per thread so 2048 threads
-// per SM keep loads in flight. TPR = 0: one row of blockDim.x threads (two
-// vectors each).
+// per SM keep loads in flight, 40 with two (1536 threads; at 32 they spill
+// a few bytes). TPR = 0: one row of blockDim.x threads (two vectors each).
+// kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
-constexpr int FlatMinBlocks(int tpr, int vpt) { return (vpt == 1 ? 2048 : 1536) / FlatBlockOf(tpr); }
+constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
+  return (vpt == 1 || dense ? 2048 : 1536) / FlatBlockOf(tpr);
+}
 
 __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
   if (w_fp32) {
@@ -410,8 +413,8 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
   }
 }
 
-template <int TPR, int VPT, bool kGate>
-__global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT))
+template <int TPR, int VPT, bool kGate, bool kDense = false>
+__global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
     RowForwardFlat(const RowForwardParams p) {
   ChainedKernelPrologue();
   constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
@@ -539,7 +542,10 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
 template <int TPR, int VPT, bool kGate, bool kDhIn = false>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
   ChainedKernelPrologue();
-  constexpr int kBlock = TPR > 0 ? BwdBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
+  // TPR > 0: BwdBlockOf, or for the det.lockstep program's widths that are
+  // not a power of two (instances of their own) BwdLockstepBlockOf, which is
+  // BwdBlockOf at a power of two.
+  constexpr int kBlock = TPR > 0 ? BwdLockstepBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
   constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
   // Where a row group of whole warps holds 2 vectors per thread, the next
   // rows are copied asynchronously into a ring of kStages steps
@@ -1102,9 +1108,22 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 }
 
 #define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(16, 2) X(32, 2) X(0, 2)
+// Two vectors per thread at 32 registers (kDense), without the gate; with
+// one vector the plain instances hold 2048 threads per SM already.
+#define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(0, 2)
 
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate) {
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense) {
   if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads
+  if (dense && vecs_per_thread > 1) {
+    if (gate) return nullptr;
+#define CAKE_FLAT_DENSE(T, V)                                                           \
+  if (threads_per_row == T && vecs_per_thread == V) {                                  \
+    return reinterpret_cast<const void*>(&RowForwardFlat<T, V, false, true>);          \
+  }
+    CAKE_FLAT_DENSE_CONFIGS(CAKE_FLAT_DENSE)
+#undef CAKE_FLAT_DENSE
+    return nullptr;
+  }
 #define CAKE_FLAT(T, V)                                                        \
   if (threads_per_row == T && vecs_per_thread == V) {                          \
     return gate ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, true>)   \
@@ -1116,12 +1135,29 @@ const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool 
 }
 
 #define CAKE_BWD_DH_IN_CONFIGS(X) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2)
+// The det.lockstep program's width that is not a power of two
+// (BwdLockstepWidth), without the gate.
+#define CAKE_BWD_LOCKSTEP_CONFIGS(X) X(96, 2)
 
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
+                              int block) {
   const bool early_dh_in = dh_in && !gate && BwdDhInEarly(threads_per_row, vecs_per_thread);
-  // A wide row of whole warps that is not a power of two runs the instance
-  // whose threads per row is the CTA size.
-  if (threads_per_row > 32 && !IsPow2(threads_per_row)) threads_per_row = 0;
+  if (threads_per_row > 32 && !IsPow2(threads_per_row)) {
+    if (block > threads_per_row) {  // lockstep row groups of this width
+      if (gate) return nullptr;
+#define CAKE_BWD_LOCKSTEP(T, V)                                                   \
+  if (threads_per_row == T && vecs_per_thread == V) {                             \
+    return early_dh_in ? reinterpret_cast<const void*>(&RowBackward<T, V, false, true>) \
+                       : reinterpret_cast<const void*>(&RowBackward<T, V, false>);      \
+  }
+      CAKE_BWD_LOCKSTEP_CONFIGS(CAKE_BWD_LOCKSTEP)
+#undef CAKE_BWD_LOCKSTEP
+      return nullptr;
+    }
+    // A wide row of whole warps in a CTA of its own runs the instance whose
+    // threads per row is the CTA size.
+    threads_per_row = 0;
+  }
   if (early_dh_in) {
 #define CAKE_BWD_DH_IN(T, V)                                                \
   if (threads_per_row == T && vecs_per_thread == V) {                       \

@@ -165,11 +165,17 @@ struct ZeroParams {
 
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
-// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA).
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate);
-// The fused backward; dh_in: the op has the residual's incoming gradient
-// (BwdDhInEarly picks an instance of its own).
-const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in);
+// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA);
+// dense: at 32 registers a thread (2048 threads per SM) at any config
+// (RowKernel::kFlatDense, no gated instances).
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense);
+// The fused backward of a config whose CTA is `block` threads; dh_in: the op
+// has the residual's incoming gradient (BwdDhInEarly picks an instance of
+// its own). A width of whole warps that is not a power of two runs one row
+// group per CTA, or (block > threads_per_row, LockstepBackwardRowConfig)
+// lockstep row groups.
+const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
+                              int block);
 // The looped forward of LoopRowConfig (rmsnorm_train), with or without the
 // fused residual add, stepping by a constant or (LoopRuntimeStride) by
 // blockDim.x.

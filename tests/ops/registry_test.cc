@@ -93,16 +93,43 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     ASSERT_NE(RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread), nullptr) << dim;
     for (bool gate : {false, true}) {
+      const RowConfig c = gate ? gated_bwd : bwd;
       for (bool dh_in : {false, true}) {
-        ASSERT_NE(RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, gate, dh_in), nullptr)
+        ASSERT_NE(RowBackwardKernel(c.threads_per_row, c.vecs_per_thread, gate, dh_in, c.block),
+                  nullptr)
             << dim;
       }
     }
     // The residual's dh_in has instances of its own where rows come through
     // the ring, and only there.
-    const bool own = RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, true) !=
-                     RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, false);
+    const bool own =
+        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, true, bwd.block) !=
+        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, false, bwd.block);
     ASSERT_EQ(own, BwdDhInEarly(bwd.threads_per_row, bwd.vecs_per_thread)) << dim;
+    // The det.lockstep program: det.partials' rows, with several row groups
+    // per CTA exactly where det.partials has one at a width built for it,
+    // each with a kernel of its own (with and without dh_in) that fits.
+    const RowConfig lock = LockstepBackwardRowConfig(dim);
+    ASSERT_EQ(lock.threads_per_row, bwd.threads_per_row) << dim;
+    ASSERT_EQ(lock.vecs_per_thread, bwd.vecs_per_thread) << dim;
+    const bool lockstep_only = lock.block != bwd.block;
+    ASSERT_EQ(lockstep_only, BwdLockstepWidth(bwd.threads_per_row) && bwd.rows_per_cta() == 1 &&
+                                 BwdRing(bwd.threads_per_row, bwd.vecs_per_thread))
+        << dim;
+    if (lockstep_only) {
+      ASSERT_GT(lock.rows_per_cta(), 1) << dim;
+      ASSERT_LE(lock.block, BwdThreadsPerSm(lock.vecs_per_thread)) << dim;
+      ASSERT_GT(lock.block + lock.threads_per_row, BwdThreadsPerSm(lock.vecs_per_thread)) << dim;
+      ASSERT_LE(dim * 4 + BwdRingBytes(lock, false) + BwdFoldBytes(lock, dim), smem_optin) << dim;
+      for (bool dh_in : {false, true}) {
+        const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,
+                                          dh_in, lock.block);
+        ASSERT_NE(k, nullptr) << dim;
+        ASSERT_NE(k, RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, dh_in,
+                                       bwd.block))
+            << dim;
+      }
+    }
     // The flat forward: the row fits, one or two vectors per thread, whole
     // warps for a wide row, a CTA of at most 1024 threads, a kernel built.
     const RowConfig flat = FlatRowConfig(dim);
@@ -114,9 +141,17 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
     }
     for (bool gate : {false, true}) {
-      ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate), nullptr)
+      ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate, false),
+                nullptr)
           << dim;
     }
+    // fwd.flat.dense: an instance of its own at two vectors per thread, the
+    // plain one (already at 32 registers) at one.
+    const void* dense = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, false, true);
+    ASSERT_NE(dense, nullptr) << dim;
+    ASSERT_EQ(dense == RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, false, false),
+              flat.vecs_per_thread == 1)
+        << dim;
     const RowConfig loop = LoopRowConfig(dim);
     ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
     // The constant-stride loop steps by kLoopBlock: it must run that many threads.
@@ -312,14 +347,16 @@ TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
-    const RowConfig cfg = BackwardRowConfig(dim);
     for (bool gate : {false, true}) {
       StepSpec spec = testing::RowsSpec(65536, dim, true, {BACKWARD});
       if (gate) spec.set_op(RMSNORM_SILU_GATE);
       spec = *Canonicalize(spec);
-      for (const char* id : {"det.partials", "kb"}) {
+      for (const char* id : {"det.partials", "kb", "det.lockstep"}) {
         const std::string program =
             std::string(gate ? "rmsnorm_silu_gate.bwd." : "rmsnorm.bwd.") + id;
+        if (gate && std::string(id) == "det.lockstep") continue;  // no gated program
+        ASSERT_NE(FindProgram(program), nullptr) << program;
+        const RowConfig cfg = FindProgram(program)->row_config(dim);
         const Geometry g = FindProgram(program)->geometry(spec, h200);
         ASSERT_LE(g.dynamic_smem_bytes, h200.max_smem_per_block_optin) << program << " " << dim;
         const int64_t ctas = cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));

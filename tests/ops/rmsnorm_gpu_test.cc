@@ -148,6 +148,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(20000, 256, true, {FORWARD}), "rmsnorm.fwd.warp.prefetch"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta.prefetch"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
+      {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
+      {RowsSpec(33, 1536, true), "rmsnorm.bwd.det.lockstep"},
       {gate, "rmsnorm_silu_gate.fwd.warp"},
       {gate, "rmsnorm_silu_gate.fwd.warp.prefetch"},
       {gate, "rmsnorm_silu_gate.fwd.cta"},
@@ -280,10 +282,13 @@ TEST_F(GpuTest, AccumulateDwAddsIntoExistingGradient) {
 
 // --- determinism -----------------------------------------------------------------
 
-void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
+// `program`: a backward in place of the routed one (empty: the routed one).
+void ExpectBitwiseDeterministic(const StepSpec& spec_in, const std::string& program = "") {
   StepSpec spec = spec_in;
   spec.set_deterministic(true);
-  const Plan plan = MustPlan(spec);
+  const Plan plan = program.empty()
+                        ? MustPlan(spec)
+                        : testing::ForceStage(MustPlan(spec), program, *TargetDevice::Current());
   const auto buf = MustBuffers(plan);
   buf->Fill(9);
   RunPlan(plan, buf->b);
@@ -306,7 +311,7 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
   for (uint32_t grid : {1u, 66u, 132u, 264u}) {
     Plan forced = plan;
     for (Launch& l : *forced.mutable_launches()) {
-      if (l.program().find(".bwd.det.partials") != std::string::npos) l.mutable_grid()->set_x(grid);
+      if (l.program().find(".bwd.det.") != std::string::npos) l.mutable_grid()->set_x(grid);
     }
     buf->Poison();
     RunPlan(forced, buf->b);
@@ -317,10 +322,10 @@ void ExpectBitwiseDeterministic(const StepSpec& spec_in) {
 TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   ExpectBitwiseDeterministic(RowsSpec(46593, 4096));
   ExpectBitwiseDeterministic(RowsSpec(20000, 1024));
-  // One row group of 96 threads per CTA, and six of 128 (BwdBlockOf), the
-  // last block's last step short of rows, the fold reused block after block
-  // where a CTA takes several (grid 1 and 66).
-  ExpectBitwiseDeterministic(RowsSpec(16387, 1536));
+  // One row group of 96 threads per CTA (past det.lockstep's rows), and six
+  // of 128 (BwdBlockOf), the last block's last step short of rows, the fold
+  // reused block after block where a CTA takes several (grid 1 and 66).
+  ExpectBitwiseDeterministic(RowsSpec(20483, 1536));
   ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
   // The instance that loads dh_in before the row sum (BwdDhInEarly).
   StepSpec residual = RowsSpec(16387, 4096);
@@ -333,8 +338,34 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
 // The looped forward in place of the routed one: within budget over dims,
 // T, a strided view, an FP32 weight and the fused residual (h included), and
 // the recompute equal to the forward bit for bit.
-TEST_F(GpuTest, LoopForwardWithinBudget) {
+// Forward and recompute through `program` in place of the routed forward:
+// within budget over 3 seeds, and a rerun bit for bit the same.
+void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs, const std::string& program) {
   const TargetDevice device = *TargetDevice::Current();
+  for (StepSpec spec : specs) {
+    spec.clear_phases();
+    spec.add_phases(FORWARD);
+    spec.add_phases(RECOMPUTE);
+    const Plan plan = testing::ForceStage(MustPlan(spec), program, device);
+    ASSERT_EQ(plan.launches(0).program(), program) << Label(spec);
+    ASSERT_EQ(plan.launches(1).program(), program) << Label(spec);
+    const auto buf = MustBuffers(plan);
+    testing::Worst worst;
+    for (int seed = 1; seed <= 3; ++seed) {
+      buf->Fill(seed);
+      RunPlan(plan, buf->b);
+      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
+    }
+    EXPECT_TRUE(worst.Within()) << program << " " << Label(spec) << ": y " << worst.y << " rstd "
+                                << worst.rstd;
+    const testing::Outputs first(*buf);
+    buf->Poison();
+    RunPlan(plan, buf->b);
+    EXPECT_EQ(first.Diff(*buf), 0) << program << " " << Label(spec) << ": rerun";
+  }
+}
+
+TEST_F(GpuTest, LoopForwardWithinBudget) {
   std::vector<StepSpec> specs;
   for (int64_t dim : {64, 1536, 4096, 6144, 8192, 16384}) {
     for (int64_t tokens : {1, 7, 1024, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
@@ -352,26 +383,26 @@ TEST_F(GpuTest, LoopForwardWithinBudget) {
   specs.push_back(RowsSpec(3001, 2560, true));
   specs.back().set_residual(true);
   specs.back().set_weight_dtype(FP32);
-  for (StepSpec spec : specs) {
-    spec.clear_phases();
-    spec.add_phases(FORWARD);
-    spec.add_phases(RECOMPUTE);
-    const Plan plan = testing::ForceStage(MustPlan(spec), "rmsnorm.fwd.loop", device);
-    ASSERT_EQ(plan.launches(0).program(), "rmsnorm.fwd.loop") << Label(spec);
-    ASSERT_EQ(plan.launches(1).program(), "rmsnorm.fwd.loop") << Label(spec);
-    const auto buf = MustBuffers(plan);
-    testing::Worst worst;
-    for (int seed = 1; seed <= 3; ++seed) {
-      buf->Fill(seed);
-      RunPlan(plan, buf->b);
-      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
-    }
-    EXPECT_TRUE(worst.Within()) << Label(spec) << ": y " << worst.y << " rstd " << worst.rstd;
-    const testing::Outputs first(*buf);
-    buf->Poison();
-    RunPlan(plan, buf->b);
-    EXPECT_EQ(first.Diff(*buf), 0) << Label(spec) << ": rerun";
+  ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.loop");
+}
+
+// The flat forward at 32 registers: every instance of its own (16 and 32
+// lanes of two vectors, CTA-wide rows of two) and a plain one (one vector),
+// packed rows and views, the residual, an FP32 weight, partial last CTAs.
+TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
+  std::vector<StepSpec> specs;
+  for (int64_t dim : {128, 256, 512, 1536, 4096, 8192, 16384}) {
+    for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
   }
+  specs.push_back(HeadsSpec(4096, 4, 256));
+  specs.push_back(HeadsSpec(1031, 24, 256, 32 * 256, 256));
+  for (int64_t dim : {256, 1536, 6144}) {
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_residual(true);
+  }
+  specs.push_back(RowsSpec(4099, 4096, true));
+  specs.back().set_weight_dtype(FP32);
+  ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.dense");
 }
 
 // The split backward in place of the routed one (at every row count):
@@ -421,6 +452,51 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     RunPlan(plan, buf->b);
     EXPECT_EQ(first.Diff(*buf), 0) << Label(spec) << ": rerun";
   }
+}
+
+// The det.lockstep program in place of the routed backward at its width (96
+// threads a row, H = 1032..1536: one CTA of 8 row groups per SM), at row
+// counts the table does not route to it: within budget, and bitwise across
+// runs and grids.
+TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
+  const TargetDevice device = *TargetDevice::Current();
+  const std::string lockstep = "rmsnorm.bwd.det.lockstep";
+  std::vector<StepSpec> specs;
+  for (int64_t dim : {1032, 1536}) {  // a second vector on few threads, on all
+    for (int64_t tokens : {1, 7, 1031, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
+  }
+  specs.push_back(RowsSpec(16387, 1536, true));
+  specs.back().set_residual(true);
+  specs.back().set_residual_grad_in(true);
+  specs.push_back(RowsSpec(4099, 1536, true));
+  specs.back().set_weight_dtype(FP32);
+  specs.push_back(RowsSpec(4099, 1536, true));
+  specs.back().set_dw_dtype(BF16);
+  for (StepSpec spec : specs) {
+    spec.clear_phases();
+    spec.add_phases(FORWARD);
+    spec.add_phases(BACKWARD);
+    const Plan plan = testing::ForceStage(MustPlan(spec), lockstep, device);
+    const Launch* l = testing::LaunchOf(plan, lockstep);
+    ASSERT_NE(l, nullptr) << Label(spec);
+    ASSERT_GT(static_cast<int>(l->block().x()), BackwardRowConfig(spec.layout().dim()).threads_per_row)
+        << Label(spec);
+    const auto buf = MustBuffers(plan);
+    testing::Worst worst;
+    for (int seed = 1; seed <= 3; ++seed) {
+      buf->Fill(seed);
+      RunPlan(plan, buf->b);
+      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
+    }
+    std::printf("budget multiples  lockstep %-51s y %.3f dx %.3f dw %.3f\n", Label(spec).c_str(),
+                worst.y, worst.dx, worst.dw);
+    EXPECT_TRUE(worst.Within()) << Label(spec) << ": dx " << worst.dx << " dw " << worst.dw;
+  }
+  ExpectBitwiseDeterministic(RowsSpec(46593, 1032), lockstep);
+  StepSpec residual = RowsSpec(16387, 1536);
+  residual.set_residual(true);
+  residual.set_residual_grad_in(true);
+  ExpectBitwiseDeterministic(residual, lockstep);
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {

@@ -179,7 +179,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.partials");
+    // H = 1536 from 16384 to 20480 rows: the lockstep row groups.
+    EXPECT_EQ(backward(RowsSpec(16383, 1536, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(20480, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(20481, 1536, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16384, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 8192, det)), "rmsnorm.bwd.split");
@@ -205,6 +210,25 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(65536, 2560)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.loop");
+  // The flat program at 32 registers: 16-lane rows where that fits one wave
+  // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
+  // with an FP32 weight, and from 2049 to 65536 rows with a BF16 one.
+  EXPECT_EQ(forward(HeadsSpec(4096, 4, 256)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(12672, 256)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(16896, 136)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16897, 256)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(16384, 128)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(2048, 4096)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(2049, 4096)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(1024, 6144)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(2048, 8192)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
+  for (int64_t rows : {1, 1024, 131072}) {
+    StepSpec fp32 = RowsSpec(rows, 8192);
+    fp32.set_weight_dtype(FP32);
+    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.dense") << rows;
+  }
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   StepSpec residual = RowsSpec(65536, 6144);
   residual.set_residual(true);
