@@ -325,15 +325,15 @@ constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t
 }
 
 // The deterministic backward's row partition: a function of (rows, dim, op)
-// and the program only, never of the SM count or the grid, so its dw partial rows and their
-// reduce order are the same on every device and grid size. The target count
-// of blocks is 132 per backward CTA an SM holds at that dim and op (1 to 8):
-// one block per CTA of a full wave on a 132-SM H200, with the partials at
-// most 17 MB (FP64) (dim 16384), inside L2 for the reduce. Two blocks per
-// resident CTA (256 per CTA an SM holds, before) left about 3% of the CTAs
-// with one block and wrote twice the partials: 0.92-0.99x the time at 65536
-// rows and more (H200), where 1.45 blocks per CTA (the gated rows, counted
-// with the CTAs of the ungated backward) ran 1.2x.
+// and the program only, never of the SM count or the grid, so its dw partial
+// rows and their reduce order are the same on every device and grid size.
+// The target count of blocks is 132 per backward CTA an SM holds at that dim
+// and op (1 to 8): one block per CTA of a full wave on a 132-SM H200, with
+// the partials at most 17 MB (FP64) (dim 16384), inside L2 for the reduce.
+// Two blocks per resident CTA (256 per CTA an SM holds, before) left about
+// 3% of the CTAs with one block and wrote twice the partials: 0.92-0.99x the
+// time at 65536 rows and more (H200), where 1.45 blocks per CTA (the gated
+// rows, counted with the CTAs of the ungated backward) ran 1.2x.
 inline constexpr int64_t kDetBlocksPerCtaPerSm = 132;
 constexpr int64_t DetTargetPartials(const RowConfig& c, bool gate) {
   return kDetBlocksPerCtaPerSm * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread, gate));

@@ -147,11 +147,10 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     // fwd.flat.dense: an instance of its own at two vectors per thread, the
     // plain one (already at 32 registers) at one.
-    const void* dense = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, false, true);
+    const int ftpr = flat.threads_per_row, fvpt = flat.vecs_per_thread;
+    const void* dense = RowForwardFlatKernel(ftpr, fvpt, false, true);
     ASSERT_NE(dense, nullptr) << dim;
-    ASSERT_EQ(dense == RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, false, false),
-              flat.vecs_per_thread == 1)
-        << dim;
+    ASSERT_EQ(dense == RowForwardFlatKernel(ftpr, fvpt, false, false), fvpt == 1) << dim;
     const RowConfig loop = LoopRowConfig(dim);
     ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
     // The constant-stride loop steps by kLoopBlock: it must run that many threads.

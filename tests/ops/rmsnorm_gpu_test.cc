@@ -340,7 +340,8 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
 // the recompute equal to the forward bit for bit.
 // Forward and recompute through `program` in place of the routed forward:
 // within budget over 3 seeds, and a rerun bit for bit the same.
-void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs, const std::string& program) {
+void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs,
+                                     const std::string& program) {
   const TargetDevice device = *TargetDevice::Current();
   for (StepSpec spec : specs) {
     spec.clear_phases();
@@ -350,12 +351,7 @@ void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs, const s
     ASSERT_EQ(plan.launches(0).program(), program) << Label(spec);
     ASSERT_EQ(plan.launches(1).program(), program) << Label(spec);
     const auto buf = MustBuffers(plan);
-    testing::Worst worst;
-    for (int seed = 1; seed <= 3; ++seed) {
-      buf->Fill(seed);
-      RunPlan(plan, buf->b);
-      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
-    }
+    const testing::Worst worst = testing::WorstOfPlan(plan, *buf, 3);
     EXPECT_TRUE(worst.Within()) << program << " " << Label(spec) << ": y " << worst.y << " rstd "
                                 << worst.rstd;
     const testing::Outputs first(*buf);
@@ -436,12 +432,8 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     const Plan plan = testing::ForceStage(MustPlan(spec), split, device);
     ASSERT_NE(testing::LaunchOf(plan, split), nullptr) << Label(spec);
     const auto buf = MustBuffers(plan);
-    testing::Worst worst;
-    for (int seed = 1; seed <= 3; ++seed) {
-      buf->Fill(seed, spec.op() == RMSNORM ? 3.f : 30.f);
-      RunPlan(plan, buf->b);
-      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
-    }
+    const float z_scale = spec.op() == RMSNORM ? 3.f : 30.f;
+    const testing::Worst worst = testing::WorstOfPlan(plan, *buf, 3, z_scale);
     std::printf("budget multiples  split %-54s y %.3f dx %.3f dz %.3f dw %.3f\n",
                 Label(spec).c_str(), worst.y, worst.dx, worst.dz, worst.dw);
     EXPECT_TRUE(worst.Within()) << Label(spec) << ": dx " << worst.dx << " dz " << worst.dz
@@ -479,15 +471,10 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
     const Plan plan = testing::ForceStage(MustPlan(spec), lockstep, device);
     const Launch* l = testing::LaunchOf(plan, lockstep);
     ASSERT_NE(l, nullptr) << Label(spec);
-    ASSERT_GT(static_cast<int>(l->block().x()), BackwardRowConfig(spec.layout().dim()).threads_per_row)
-        << Label(spec);
+    const int tpr = BackwardRowConfig(spec.layout().dim()).threads_per_row;
+    ASSERT_GT(static_cast<int>(l->block().x()), tpr) << Label(spec);  // lockstep row groups
     const auto buf = MustBuffers(plan);
-    testing::Worst worst;
-    for (int seed = 1; seed <= 3; ++seed) {
-      buf->Fill(seed);
-      RunPlan(plan, buf->b);
-      worst.Merge(testing::CheckOutputs(plan.spec(), *buf));
-    }
+    const testing::Worst worst = testing::WorstOfPlan(plan, *buf, 3);
     std::printf("budget multiples  lockstep %-51s y %.3f dx %.3f dw %.3f\n", Label(spec).c_str(),
                 worst.y, worst.dx, worst.dw);
     EXPECT_TRUE(worst.Within()) << Label(spec) << ": dx " << worst.dx << " dw " << worst.dw;

@@ -58,21 +58,27 @@ inline Plan MustPlan(const StepSpec& spec) {
 
 inline void RunPlan(const Plan& plan, const Bindings& b);
 
+// `plan` run on `buf` with inputs from seeds 1..`seeds`, z in [-z_scale,
+// z_scale) for the gated op: the worst of its outputs' errors.
+inline Worst WorstOfPlan(const Plan& plan, StepBuffers& buf, int seeds, float z_scale = 3.f) {
+  Worst worst;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    buf.Fill(seed, z_scale);
+    RunPlan(plan, buf.b);
+    worst.Merge(CheckOutputs(plan.spec(), buf));
+  }
+  return worst;
+}
+
 // Forward + backward of `spec` (its phases replaced by both), worst of
-// `seeds` seeds, z in [-z_scale, z_scale) for the gated op.
+// `seeds` seeds.
 inline Worst WorstOfSeeds(StepSpec spec, int seeds = 5, float z_scale = 3.f) {
   spec.clear_phases();
   spec.add_phases(FORWARD);
   spec.add_phases(BACKWARD);
   const Plan plan = MustPlan(spec);
   const auto buf = MustBuffers(plan);
-  Worst worst;
-  for (int seed = 0; seed < seeds && buf != nullptr; ++seed) {
-    buf->Fill(seed + 1, z_scale);
-    RunPlan(plan, buf->b);
-    worst.Merge(CheckOutputs(plan.spec(), *buf));
-  }
-  return worst;
+  return buf == nullptr ? Worst{} : WorstOfPlan(plan, *buf, seeds, z_scale);
 }
 
 inline void RunPlan(const Plan& plan, const Bindings& b) {
