@@ -193,9 +193,9 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm.bwd.det.lockstep", RMSNORM, Stage::kBackward, true, 8, kAnyDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardDetLockstep, DetPartialsBytes, "dw_partials",
      LockstepBackwardRowConfig,
-     "det.partials, with the ring's row groups of 96 threads (H = 1032..1536) eight to a "
-     "CTA, in lockstep, as det.partials runs those of a power of two; one FP64 dw partial "
-     "row per block"},
+     "det.partials, with the ring's row groups of 96 threads (H = 1032..1536) four to a "
+     "CTA in lockstep, two CTAs per SM, as det.partials runs those of a power of two; one "
+     "FP64 dw partial row per block"},
     {"rmsnorm.bwd.split", RMSNORM, Stage::kBackward, true, 8, kMaxSplitDim, true, true, false,
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,

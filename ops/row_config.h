@@ -148,6 +148,11 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
+// Row groups of a ring width in one CTA, `ctas` CTAs per SM.
+constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool gate, int ctas) {
+  const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / ctas / threads_per_row;
+  return (groups > 1 ? groups : 1) * threads_per_row;
+}
 // The backward's CTA: with the ring and a power of two of threads per row,
 // as many row groups as the SM's backward threads hold (BwdThreadsPerSm; 6
 // of 128 threads at H = 2048, 3 of 256 at 4096), which reduce their rows in
@@ -163,27 +168,32 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // CTA-wide row: whole warps at H = 1536 and 6144, where a lockstep kernel
 // of run-time width ran 1.06-1.29x the time, and instances of 96 and 384
 // threads 0.93x at [16384, 1536] but 1.05-1.11x at 65536+ rows and at
-// H = 6144), or 256 threads of warp rows (BlockOf).
-//
-// BwdLockstepBlockOf: as many ring row groups per CTA as the SM holds at any
-// width of whole warps. The det.lockstep program takes it at 96 threads a
-// row (BwdLockstepWidth: H = 1032..1536), routed by row count
-// (planner/routes): [16384, 1536] 0.93x the time of det.partials, the fused
-// residual's 0.85x, [24576, 1536] level, 1.05-1.11x from 32768 rows (H200).
-// Instances of 192 and 384 threads (H = 3072, 6144) ran 1.03-1.10x from
-// 16384 rows and were not kept.
-constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (threads_per_row <= 32 || !BwdRing(threads_per_row, vecs_per_thread)) {
+// H = 6144; det.lockstep below), or 256 threads of warp rows (BlockOf).
+constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (threads_per_row <= 32 || !IsPow2(threads_per_row) ||
+      !BwdRing(threads_per_row, vecs_per_thread)) {
     return BlockOf(threads_per_row);
   }
-  const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / threads_per_row;
-  return (groups > 1 ? groups : 1) * threads_per_row;
+  return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, 1);
 }
-constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
-  return IsPow2(threads_per_row) ? BwdLockstepBlockOf(threads_per_row, vecs_per_thread, gate)
-                                 : BlockOf(threads_per_row);
-}
+// The det.lockstep program's CTA: at 96 threads a row (BwdLockstepWidth,
+// H = 1032..1536) four row groups in lockstep, two CTAs per SM; elsewhere
+// BwdBlockOf. Routed by row count (planner/routes). On the H200, against
+// det.partials' one-group CTAs: [16384, 1536] 0.84x the time, [24576 |
+// 32768, 1536] 0.90x and 0.95x, 49152 0.99x, 65536+ 1.01-1.03x; [8192, 1536]
+// 0.90x the split program's. Eight groups, one CTA per SM: 0.93x at 16384
+// rows, 1.05-1.12x from 32768; two groups, four CTAs: 1.02-1.06x four's
+// time. Lockstep CTAs of 192 and 384 threads (H = 3072, 6144) ran 1.03-1.10x
+// from 16384 rows, and H = 2048's halved (3 groups of 128, two CTAs per SM)
+// 1.06-1.11x from 16384 rows.
+inline constexpr int kLockstepCtasPerSm = 2;
 constexpr bool BwdLockstepWidth(int threads_per_row) { return threads_per_row == 96; }
+constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (!BwdLockstepWidth(threads_per_row) || !BwdRing(threads_per_row, vecs_per_thread)) {
+    return BwdBlockOf(threads_per_row, vecs_per_thread, gate);
+  }
+  return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, kLockstepCtasPerSm);
+}
 // Whether a backward with dh_in (the fused residual's incoming gradient)
 // runs an instance of its own that loads a row's dh_in before the row sum,
 // whose barrier then covers the wait: where rows come through the ring

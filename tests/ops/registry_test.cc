@@ -119,7 +119,10 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     if (lockstep_only) {
       ASSERT_GT(lock.rows_per_cta(), 1) << dim;
       ASSERT_LE(lock.block, BwdThreadsPerSm(lock.vecs_per_thread)) << dim;
-      ASSERT_GT(lock.block + lock.threads_per_row, BwdThreadsPerSm(lock.vecs_per_thread)) << dim;
+      // Its CTAs per SM hold as many row groups as fit the SM's threads.
+      const int per_sm = BwdThreadsPerSm(lock.vecs_per_thread);
+      ASSERT_EQ(lock.ctas_per_sm(per_sm), kLockstepCtasPerSm) << dim;
+      ASSERT_GT(lock.ctas_per_sm(per_sm) * lock.block + lock.threads_per_row, per_sm) << dim;
       ASSERT_LE(dim * 4 + BwdRingBytes(lock, false) + BwdFoldBytes(lock, dim), smem_optin) << dim;
       for (bool dh_in : {false, true}) {
         const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,

@@ -325,7 +325,7 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   // One row group of 96 threads per CTA (past det.lockstep's rows), and six
   // of 128 (BwdBlockOf), the last block's last step short of rows, the fold
   // reused block after block where a CTA takes several (grid 1 and 66).
-  ExpectBitwiseDeterministic(RowsSpec(20483, 1536));
+  ExpectBitwiseDeterministic(RowsSpec(49155, 1536));
   ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
   // The instance that loads dh_in before the row sum (BwdDhInEarly).
   StepSpec residual = RowsSpec(16387, 4096);
@@ -447,7 +447,7 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
 }
 
 // The det.lockstep program in place of the routed backward at its width (96
-// threads a row, H = 1032..1536: one CTA of 8 row groups per SM), at row
+// threads a row, H = 1032..1536: CTAs of 4 row groups, two per SM), at row
 // counts the table does not route to it: within budget, and bitwise across
 // runs and grids.
 TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
@@ -455,7 +455,7 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
   const std::string lockstep = "rmsnorm.bwd.det.lockstep";
   std::vector<StepSpec> specs;
   for (int64_t dim : {1032, 1536}) {  // a second vector on few threads, on all
-    for (int64_t tokens : {1, 7, 1031, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
+    for (int64_t tokens : {1, 7, 1031, 65539}) specs.push_back(RowsSpec(tokens, dim, true));
   }
   specs.push_back(RowsSpec(16387, 1536, true));
   specs.back().set_residual(true);
