@@ -179,14 +179,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
-    // H = 1536 from 8192 to 49152 rows: the lockstep row groups.
+    // H = 1032..1536 (96 threads a row) from 8192 to 49152 rows: the
+    // lockstep row groups.
+    EXPECT_EQ(backward(RowsSpec(16384, 1032, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(8192, 1280, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(8191, 1536, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(49152, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(49153, 1536, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 2048, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16383, 6144, det)), "rmsnorm.bwd.split");
