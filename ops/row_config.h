@@ -231,9 +231,7 @@ constexpr RowConfig BackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(
 // groups of a BwdLockstepWidth in lockstep CTAs (BwdLockstepBlockOf).
 constexpr RowConfig LockstepBackwardRowConfig(int64_t dim) {
   RowConfig c = BackwardRowConfig(dim);
-  if (BwdLockstepWidth(c.threads_per_row)) {
-    c.block = BwdLockstepBlockOf(c.threads_per_row, c.vecs_per_thread, false);
-  }
+  c.block = BwdLockstepBlockOf(c.threads_per_row, c.vecs_per_thread, false);
   return c;
 }
 constexpr RowConfig GatedBackwardRowConfig(int64_t dim) { return BackwardRowConfigOf(dim, true); }
