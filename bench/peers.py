@@ -16,7 +16,8 @@ same suite):
 Every implementation's outputs are checked once against an FP64 reference
 with the budget of DESIGN.md; a peer outside it is shown, marked, and does not
 count as the best peer. Then all of them are timed in the same interleaved
-rounds (the order rotates each round), L2 flushed before every replay, each
+rounds (the order rotates each round), L2 flushed before every replay (scrubbed
+of lines kept with the evict-last policy, bench/l2_flush.h, then written), each
 replay's span from CUPTI activity records (libcake_spans.so; CUDA events where
 CUPTI is unavailable, and the output says so), the kernel set of every replay
 checked. Same table and JSON (bench.proto field names) as `cake bench`.
@@ -95,23 +96,29 @@ class Timer:
 
     def __init__(self, lib_dir, force_events):
         self.why = "CUDA events asked for (--timer events)"
-        self.lib = None
+        self.lib = None  # set where CUPTI spans are on
+        spans = ctypes.CDLL(os.path.join(lib_dir, "libcake_spans.so"))
+        spans.cake_spans_end.argtypes = [
+            ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int),
+            ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64),
+            ctypes.c_char_p, ctypes.c_size_t]
+        spans.cake_spans_scrub_l2.argtypes = [
+            ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p,
+            ctypes.c_char_p, ctypes.c_size_t]
+        self.spans = spans
         if not force_events:
-            lib = ctypes.CDLL(os.path.join(lib_dir, "libcake_spans.so"))
-            lib.cake_spans_end.argtypes = [
-                ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int),
-                ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint64),
-                ctypes.c_char_p, ctypes.c_size_t]
             why = ctypes.create_string_buffer(512)
-            if lib.cake_spans_open(why, 512):
-                self.lib = lib
+            if spans.cake_spans_open(why, 512):
+                self.lib = spans
             else:
                 self.why = why.value.decode()
         self.start = torch.cuda.Event(enable_timing=True)
         self.stop = torch.cuda.Event(enable_timing=True)
         props = torch.cuda.get_device_properties(0)
         l2 = getattr(props, "L2_cache_size", 60 << 20)
-        self.flush = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device=DEVICE)
+        # Whole 128-byte lines, as cake_spans_scrub_l2 needs.
+        self.flush = torch.empty((max(2 * l2, 64 << 20) + 127) // 128 * 128, dtype=torch.uint8,
+                                 device=DEVICE)
         self.flushes = 0
 
     @property
@@ -123,7 +130,16 @@ class Timer:
         call of `work`) with L2 cold."""
         work = work or graph.replay
         self.flushes += 1
-        self.flush.fill_(self.flushes % 251)
+        value = self.flushes % 251
+        # A plain write leaves the lines a kernel kept with the evict-last
+        # policy in L2 (bench/l2_flush.h): scrub them out first, as `cake
+        # bench` does.
+        why = ctypes.create_string_buffer(512)
+        if not self.spans.cake_spans_scrub_l2(self.flush.data_ptr(), self.flush.numel(),
+                                              value * 0x01010101,
+                                              torch.cuda.current_stream().cuda_stream, why, 512):
+            raise RuntimeError(why.value.decode())
+        self.flush.fill_(value)
         torch.cuda.synchronize()
         if self.lib is None:
             self.start.record()
@@ -674,7 +690,7 @@ def main():
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "machine": machine(), "timer": "cupti" if timer.cupti else "cuda-events",
               "deviations": [], "copy_bytes": 4 << 30, "l2_flush_bytes": timer.flush.numel(),
-              "l2_flush": "kernel",
+              "l2_flush": "evict-last scrub + kernel",
               "warmup": args.warmup, "rounds": args.rounds, "replays_per_round": args.replays,
               "deterministic": args.mode == "det", "rows": []}
     if not timer.cupti:

@@ -224,7 +224,8 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
   absl::StatusOr<BenchReport> result = [&]() -> absl::StatusOr<BenchReport> {
     CAKE_ASSIGN_OR_RETURN(ColdL2 l2, ColdL2::Create(options.flush));
     report.set_l2_flush_bytes(l2.bytes());
-    report.set_l2_flush(options.flush == FlushMethod::kKernel ? "kernel" : "memset");
+    report.set_l2_flush(options.flush == FlushMethod::kKernel ? "evict-last scrub + kernel"
+                                                                : "evict-last scrub + memset");
     report.set_warmup(options.warmup);
     report.set_rounds(options.rounds);
     report.set_replays_per_round(options.replays_per_round);

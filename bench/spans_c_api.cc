@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bench/cupti_spans.h"
+#include "bench/l2_flush.h"
 
 namespace {
 
@@ -46,6 +47,17 @@ int cake_spans_end(double* us, int* kernels, int* memops, uint64_t* set_hash, ch
   *kernels = span.kernels;
   *memops = span.memops;
   *set_hash = span.set_hash;
+  return 1;
+}
+
+int cake_spans_scrub_l2(void* buffer, uint64_t bytes, uint32_t value, void* stream, char* why,
+                        size_t why_bytes) {
+  const cudaError_t e = cake::bench::LaunchL2Scrub(buffer, static_cast<int64_t>(bytes), value,
+                                                   static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) {
+    Copy(std::string("L2 scrub: ") + cudaGetErrorString(e), why, why_bytes);
+    return 0;
+  }
   return 1;
 }
 

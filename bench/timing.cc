@@ -11,7 +11,8 @@ absl::StatusOr<ColdL2> ColdL2::Create(FlushMethod method) {
   int device = 0, l2 = 0;
   CAKE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CAKE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  const int64_t bytes = std::max<int64_t>(2 * int64_t{l2}, 64 << 20);
+  // Whole 128-byte lines (LaunchL2Scrub).
+  const int64_t bytes = (std::max<int64_t>(2 * int64_t{l2}, 64 << 20) + 127) / 128 * 128;
   void* p = nullptr;
   CAKE_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
   return ColdL2(p, bytes, method);
@@ -30,6 +31,7 @@ absl::Status ColdL2::Flush(cudaStream_t stream) {
   // A varying byte so the writes are never elided.
   static unsigned char value = 0;
   ++value;
+  CAKE_CUDA_RETURN_IF_ERROR(LaunchL2Scrub(buffer_, bytes_, value * 0x01010101u, stream));
   if (method_ == FlushMethod::kKernel) {
     CAKE_CUDA_RETURN_IF_ERROR(LaunchFillKernel(buffer_, bytes_, value * 0x01010101u, stream));
   } else {

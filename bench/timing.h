@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bench/cupti_spans.h"
+#include "bench/l2_flush.h"
 
 namespace cake::bench {
 
@@ -22,11 +23,9 @@ namespace cake::bench {
 // 16-byte stores (as a framework's fill does).
 enum class FlushMethod { kMemset, kKernel };
 
-// Launches the fill kernel over `bytes` (a multiple of 16) at `buffer`.
-cudaError_t LaunchFillKernel(void* buffer, int64_t bytes, uint32_t value, cudaStream_t stream);
-
-// A buffer of twice the device's L2; Flush() writes all of it, so whatever
-// the timed work touched before is out of L2.
+// A buffer of twice the device's L2; Flush() scrubs L2 with it
+// (LaunchL2Scrub), then writes all of it, so whatever the timed work touched
+// before is out of L2, lines kept with the evict-last policy included.
 class ColdL2 {
  public:
   static absl::StatusOr<ColdL2> Create(FlushMethod method = FlushMethod::kMemset);

@@ -24,6 +24,7 @@ step() {  # step NAME COMMAND...: run, log, one summary line
 step ops_gpu_tests $bin/ops_gpu_tests
 step graphs_gpu_tests $bin/graphs_gpu_tests
 step capi_gpu_tests env CAKE_LIB="$lib/libcake.so" $bin/capi_gpu_tests
+step bench_gpu_tests $bin/bench_gpu_tests
 grep -hE "budget multiples|nondet dw" "$out/ops_gpu_tests.log" >"$out/budget.txt"
 for spec in examples/specs/*.textproto; do
   step "cake_run_$(basename "$spec" .textproto)" "$bin/cake" run "$spec"
