@@ -86,10 +86,12 @@ __device__ __forceinline__ uint4 AddResidual(const uint4& x, const uint4& residu
   return Pack(a);
 }
 
-// Stores and loads of activations use L2's default policy. Marked
-// evict-first (__stcs / __ldcs: touched once per launch) they ran up to 6%
-// slower on the H200 (flat forward, gated and per-head rows, the backward's
-// dx); only the looped forward keeps streaming stores (StoreStreaming).
+// Stores of activations use L2's default policy. Marked evict-first (__stcs
+// / __ldcs: touched once per launch) they ran up to 6% slower on the H200
+// (flat forward, gated and per-head rows, the backward's dx); only the looped
+// forward keeps streaming stores (StoreStreaming). Loads: the forwards' x and
+// the backward's register-loaded rows are marked evict-last (LoadEvictLast),
+// the rest use the default policy.
 __device__ __forceinline__ void Store(uint4* dst, const uint4& v) { *dst = v; }
 __device__ __forceinline__ void StoreStreaming(uint4* dst, const uint4& v) { __stcs(dst, v); }
 
@@ -265,6 +267,26 @@ __device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
   }
 }
 
+// A 16-byte load marked evict-last in L1 and L2 (an L2 policy of
+// createpolicy.fractional.L2::evict_last over all lines). The forwards load x
+// so: on the H200 the flat and looped forwards ran 0.96-0.98x the time at
+// 16384 rows and more (H = 1536-8192, the strided D = 256 view, gated and
+// residual rows 0.98-1.00x), the checkpointed steps 0.96-0.99x, with the same
+// DRAM bytes (ncu); at 1024-4096 rows 0.94-0.99x, [4096, 4, 256] contiguous
+// 1.02x (2026-11-30, L2 cold as bench/l2_flush.h leaves it). The lines stay
+// in L2 at that priority after the kernel, as torch.compile's forward leaves
+// its input.
+__device__ __forceinline__ uint4 LoadEvictLast(const uint4* p) {
+  uint4 v;
+  asm volatile(
+      "{.reg .b64 q;\n"
+      "createpolicy.fractional.L2::evict_last.b64 q, 1.0;\n"
+      "ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], q;}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
 // Vector v of the row at element offset `off` (zero if !in), through the
 // read-only path: for rows that another CTA reads again soon.
 __device__ __forceinline__ uint4 LoadCached(const void* base, int64_t off, int64_t v, bool in) {
@@ -273,8 +295,9 @@ __device__ __forceinline__ uint4 LoadCached(const void* base, int64_t off, int64
 }
 
 // The packed vectors of the row at element offset `off` (zeros where the row
-// or the vector is out of range): plain loads, or LoadCached (kCached).
-template <int VPT, bool kCached = false>
+// or the vector is out of range): plain loads, LoadCached (kCached) or
+// LoadEvictLast (kEvictLast).
+template <int VPT, bool kCached = false, bool kEvictLast = false>
 __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool active, int lane,
                                         int tpr, int64_t vecs, uint4 (&out)[VPT]) {
   const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + off);
@@ -284,6 +307,8 @@ __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool acti
     const bool in = active && v < vecs;
     if constexpr (kCached) {
       out[i] = LoadCached(base, off, v, in);
+    } else if constexpr (kEvictLast) {
+      out[i] = in ? LoadEvictLast(src + v) : make_uint4(0, 0, 0, 0);
     } else {
       out[i] = in ? src[v] : make_uint4(0, 0, 0, 0);
     }
@@ -428,7 +453,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   const int64_t off = active ? RowOffset(p.layout, row) : 0;
 
   uint4 raw[VPT], zr[VPT];
-  LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, raw);
+  LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, raw);
   if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, tpr, vecs, zr);
   if (p.residual != nullptr) {
     uint4 res[VPT];
@@ -475,7 +500,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
 }
 
 // The looped forward (LoopRowConfig): one row per CTA. Pass 1 loads the row
-// a vector per thread at a time and sums its squares; pass 2 loads it again,
+// a vector per thread at a time (LoadEvictLast) and sums its squares; pass 2 loads it again,
 // from L1 or L2 where pass 1 left it, with the weight through L1, and
 // streams y out. Nothing of the row stays in registers, so a thread needs
 // about 32 of them at any dim and an SM holds 2048 threads. kResidual: pass
@@ -504,7 +529,7 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
   float ss = 0.f;
 #pragma unroll 2
   for (int64_t v = threadIdx.x; v < vecs; v += stride) {
-    uint4 xv = x[v];
+    uint4 xv = LoadEvictLast(x + v);
     if constexpr (kResidual) {
       xv = AddResidual(
           xv, reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.residual) + off)[v]);
@@ -650,7 +675,11 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // step, loading it with the rows ran 0.95-0.99x the time).
     float rs[kDepth];
     // Loads the row groups of the step at `pos` (rows past its unit's end as
-    // zeros).
+    // zeros), marked evict-last (LoadEvictLast): on the H200 the D = 256 views
+    // ran 0.96-0.98x the time with it at 16384+ tokens contiguous and the gated
+    // rows 0.96-0.99x, the strided views 1.005-1.009x (2026-11-30). The ring's
+    // copies keep L2's default policy: marked so, the ring instances ran
+    // 1.02-1.05x the time from 16384 rows.
     auto load_step = [&](const UnitCursor& pos, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
                          uint4 (&zs)[kDepth][VPT], float (&rss)[kDepth]) {
 #pragma unroll
@@ -658,9 +687,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         const int64_t row = pos.at + group + d * kRows;
         const bool active = row < pos.end;
         const int64_t off = active ? RowOffset(p.layout, row) : 0;
-        LoadRow<VPT>(p.x, off, active, lane, tpr, vecs, xs[d]);
-        LoadRow<VPT>(p.dy, off, active, lane, tpr, vecs, dys[d]);
-        LoadRow<VPT>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
+        LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, xs[d]);
+        LoadRow<VPT, false, true>(p.dy, off, active, lane, tpr, vecs, dys[d]);
+        LoadRow<VPT, false, true>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
         if (kRstdWithRows) rss[d] = active ? p.rstd[row] : 0.f;
       }
     };
