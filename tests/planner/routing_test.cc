@@ -166,7 +166,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the backward takes the split program up to 16384 rows
-  // (below 16384 at H 1536..4096) and at H = 8192 in both modes, else the
+  // (below 16384 at H 1536..4096; below 6144-12288 at H = 2048, 3072, 4096
+  // and 6144..8192) and above H = 8192 in both modes, else the
   // fused det program (and in the non-deterministic mode kb outside H
   // 520..4096); the forward takes the
   // looped program from 2560 (with or without the residual), the flat
@@ -177,7 +178,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6143, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6144, 4096, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
+    // Below 16384 rows det.partials from 8192 rows at H = 2048, from 12288
+    // at 3072, from 6144 at 4096 and 6144..8192 (table .14).
+    EXPECT_EQ(backward(RowsSpec(8191, 2048, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(8192, 2048, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(12287, 3072, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(12288, 2560, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6144, 6144, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16383, 8192, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
     // H = 1032..1536 (96 threads a row) from 8192 to 49152 rows: the
     // lockstep row groups.
@@ -191,8 +206,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16384, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(8192, 8192, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(16383, 6144, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 8192, det)), "rmsnorm.bwd.split");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
