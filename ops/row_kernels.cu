@@ -187,18 +187,23 @@ __device__ __forceinline__ float RowCoef(float sum, float rstd, float inv_dim) {
 template <bool kGate>
 __device__ __forceinline__ void ElementGrads(float x, float dy, float w, GateTerms g, float rstd,
                                              float c, float& dx, float& dz) {
-  dx = fmaf(dy * w, kGate ? rstd * g.s : rstd, -x * c);
-  if constexpr (kGate) dz = dy * x * w * (rstd * fmaf(g.s, 1.f - g.sig, g.sig));
+  if constexpr (kGate) {
+    dx = fmaf(dy * w, rstd * g.s, -x * c);
+    dz = dy * x * w * (rstd * fmaf(g.s, 1.f - g.sig, g.sig));
+  } else {
+    dx = fmaf(dy * rstd, w, -x * c);
+  }
 }
 
 // Adds one element's dw term to a Kahan sum: `total`, and `comp`, the low
-// part lost so far, negated. With the gate, dy * x is exact in FP32 (two
-// BF16 values), so the term carries the roundings of rstd * silu(z) and of
-// one product only: at |z| near 30 that halved the worst dw error.
+// part lost so far, negated; the term's last product is an FMA with -comp.
+// With the gate, dy * x is exact in FP32 (two BF16 values), so the term
+// carries the roundings of rstd * silu(z) only: at |z| near 30 that halved
+// the worst dw error.
 template <bool kGate>
 __device__ __forceinline__ void AddDwTerm(float x, float dy, float s, float rstd, float& total,
                                           float& comp) {
-  const float term = (kGate ? dy * x * (rstd * s) : dy * (x * rstd)) - comp;
+  const float term = kGate ? fmaf(dy * x, rstd * s, -comp) : fmaf(dy * rstd, x, -comp);
   const float t = total + term;
   comp = (t - total) - term;
   total = t;
@@ -800,22 +805,26 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
             const float sig = kKeepSig ? sg[i][j] : gate ? Sigmoid(zf[j]) : 1.f;
             const float s = gate ? zf[j] * sig : 1.f;
             const float rs = gate ? rstd * s : rstd;  // dx = dy * w * rs - x * c
-            dxf[j] = fmaf(dyf[j] * w, rs, -xf[j] * c);
-            // With the gate, dy * x is exact in FP32 (two BF16 values), so the dw
-            // term carries the roundings of rstd * silu(z) and of one product
-            // only: at |z| near 30 that halved the worst dw error. dz and the
-            // term share it.
+            // The dw term is ta * tb, added by an FMA. With the gate, dy * x is
+            // exact in FP32 (two BF16 values), so the term carries the roundings
+            // of rstd * silu(z) only: at |z| near 30 that halved the worst dw
+            // error; dz and the term share dy * x. Without it, dy * rstd serves
+            // dx and the term.
             const float dyx = dyf[j] * xf[j];
+            const float ry = dyf[j] * rstd;
+            dxf[j] = gate ? fmaf(dyf[j] * w, rs, -xf[j] * c) : fmaf(ry, w, -xf[j] * c);
             dzf[j] = dyx * w * (rstd * fmaf(s, 1.f - sig, sig));
-            const float raw = gate ? dyx * rs : dyf[j] * (xf[j] * rstd);
+            const float ta = gate ? dyx : ry;
+            const float tb = gate ? rs : xf[j];
             // Several row groups per step: their terms are added in FP32 and
             // the step's sum enters the Kahan sum once.
             if (kDepth > 1 && d == 0) {
-              run[i][j] = raw;
+              run[i][j] = ta * tb;
             } else if (d + 1 < kDepth) {
-              run[i][j] += raw;
+              run[i][j] = fmaf(ta, tb, run[i][j]);
             } else {
-              const float term = (kDepth > 1 ? run[i][j] + raw : raw) - comp[i][j];
+              const float term = kDepth > 1 ? fmaf(ta, tb, run[i][j]) - comp[i][j]
+                                            : fmaf(ta, tb, -comp[i][j]);
               const float t = total[i][j] + term;
               comp[i][j] = (t - total[i][j]) - term;
               total[i][j] = t;
