@@ -505,12 +505,12 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
 }
 
 // The looped forward (LoopRowConfig): one row per CTA. Pass 1 loads the row
-// a vector per thread at a time (LoadEvictLast) and sums its squares; pass 2 loads it again,
-// from L1 or L2 where pass 1 left it, with the weight through L1, and
-// streams y out. Nothing of the row stays in registers, so a thread needs
-// about 32 of them at any dim and an SM holds 2048 threads. kResidual: pass
-// 1 forms h = bf16(x + residual) and stores it (cached: pass 2 reads h back,
-// each thread the vectors it wrote).
+// a vector per thread at a time (LoadEvictLast) and sums its squares; pass 2
+// loads it again, from L1 or L2 where pass 1 left it, with the weight through
+// L1, and streams y out. Nothing of the row stays in registers, so a thread
+// needs about 32 of them at any dim and an SM holds 2048 threads. kResidual:
+// pass 1 forms h = bf16(x + residual) and stores it (cached: pass 2 reads h
+// back, each thread the vectors it wrote).
 //
 // The loops step by kLoopBlock, a constant, or (kRuntimeStride) by
 // blockDim.x: with 4 or more vectors per thread the latter ran 0.91-0.92x
