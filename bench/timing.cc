@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "bench/l2_flush.h"
 #include "ops/status.h"
 
 namespace cake::bench {

@@ -15,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "bench/cupti_spans.h"
-#include "bench/l2_flush.h"
 
 namespace cake::bench {
 
