@@ -48,7 +48,9 @@ constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
 constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
   return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1;
 }
+constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate);
 constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   if (!BwdWarpRowSteps(threads_per_row, vecs_per_thread)) return 1;
   return gate ? 1 : 3;
 }
@@ -148,6 +150,21 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
+// Whether a ring row group reduces two rows per step (BwdRowsInFlight),
+// their row sums behind one barrier and their dw terms added in FP32 before
+// they enter the Kahan sums once: where one 512-thread row group fills the
+// CTA (no gate, H = 6560..8192). The ring then holds two stages of two
+// rows (256 bytes per thread), the next step's copied while this one is
+// reduced: as many rows in flight as three stages of one. On the H200
+// (2026-11-30) that ran [16384, 8192] 0.97-0.98x the time (65536 rows
+// 1.00x; three stages of two 0.98x and 1.02x). The lockstep groups of 128
+// and 256 threads, whose fold then had to live in the stage just reduced
+// (their 768 threads' ring takes 192 KB), ran 0.97-1.01x, against 0.95-0.99x
+// with one row a step, and their fused residual 1.02x (dh_in prefetched into
+// L1: loaded into registers, the Kahan sums spilled in the loop).
+constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate) {
+  return !gate && threads_per_row >= 512 && BwdRing(threads_per_row, vecs_per_thread);
+}
 // Row groups of a ring width in one CTA, `ctas` CTAs per SM.
 constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool gate, int ctas) {
   const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / ctas / threads_per_row;
@@ -203,13 +220,15 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
   return BwdRing(threads_per_row, vecs_per_thread);
 }
-// Stages of the ring: 3 (the current step and two ahead), 0 without it.
+// Stages of the ring: 3 (the current step and two ahead; 2 of two rows
+// each with BwdRingPairs), 0 without it.
 // 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192
 // bytes per thread (288 with z), so that 768 (512) threads per SM use 144 KB
 // besides the weight and the fold. With the lockstep row groups at H = 2048,
 // 4 stages (216 KB in all) ran 1.08x the time of 3 at 65536+ rows (H200).
-constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread) {
-  return BwdRing(threads_per_row, vecs_per_thread) ? 3 : 0;
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
+  return BwdRingPairs(threads_per_row, vecs_per_thread, gate) ? 2 : 3;
 }
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
@@ -278,7 +297,8 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
 }
 
 constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
-  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread)} * (gate ? 3 : 2) *
+  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate)} *
+         BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate) * (gate ? 3 : 2) *
          c.vecs_per_thread * c.block * 16;
 }
 // The backward's FP64 fold of its row groups' dw sums in shared memory:

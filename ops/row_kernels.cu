@@ -125,6 +125,11 @@ __device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes) {
                : "memory");
 }
 
+// Brings the line of `p` into L1 without a register to wait on.
+__device__ __forceinline__ void PrefetchL1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
 // Asynchronous 16-byte copies from global into shared memory (sm_80+),
 // bypassing L1, with L2's default policy: marked evict-first (as __ldcs
 // loads are), the fused backward ran up to 1.15x the time on the H200. A
@@ -224,28 +229,30 @@ __device__ __forceinline__ void StoreGrads(const RowBackwardParams& p, int64_t o
   if constexpr (kGate) Store(reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off) + v, Pack(dzf));
 }
 
-// The shared scratch of the CTA-wide row sums (GroupSum): two halves of
-// `half` floats (a warp's partial sum each) that the sums write in turn. The
-// barrier of sum k + 1 comes after every thread's reads of sum k, so sum
-// k + 2 may overwrite sum k's half without a barrier before its writes: one
-// barrier per sum (two with a single half).
+// The shared scratch of the CTA-wide row sums (GroupSums): two halves of
+// `half` floats (a warp's partial sum of each of the N values) that the
+// sums write in turn. The barrier of sum k + 1 comes after every thread's
+// reads of sum k, so sum k + 2 may overwrite sum k's half without a barrier
+// before its writes: one barrier per sum (two with a single half).
 struct SumScratch {
-  float* base;   // [2][half] floats in shared memory
+  float* base;   // [2][half] floats in shared memory, half = N * the CTA's warps
   int half;
   int turn = 0;  // the half the next sum writes
   int first = 0;  // TPR > 32: the first warp of this thread's row group
 };
 
-// Sum of v over the TPR threads of a row group, in a fixed order. Every
-// thread of the CTA must call it (it may synchronize the CTA).
-template <int TPR>
-__device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
+// Sums of v[0..N) each over the TPR threads of a row group, in a fixed
+// order, behind one barrier. Every thread of the CTA must call it (it may
+// synchronize the CTA).
+template <int TPR, int N>
+__device__ __forceinline__ void GroupSums(float (&v)[N], SumScratch& sums) {
   constexpr int kWidth = TPR > 0 && TPR < 32 ? TPR : 32;
 #pragma unroll
-  for (int o = kWidth / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if constexpr (TPR > 0 && TPR <= 32) {
-    return v;
-  } else {
+  for (int k = 0; k < N; ++k) {
+#pragma unroll
+    for (int o = kWidth / 2; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+  }
+  if constexpr (TPR <= 0 || TPR > 32) {
     // The CTA is one row, or (the backward's lockstep row groups,
     // BwdBlockOf) holds several. TPR > 32: the row group's TPR / 32 warps
     // from sums.first on, summed in order (a compile-time loop). TPR = 0
@@ -254,22 +261,36 @@ __device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
     // same bits (a loop of run-time length cost the wide rows' forward
     // 3-8% on the H200).
     const int lane = threadIdx.x % 32;
+    const int warps = sums.half / N;
     float* const scratch = sums.base + sums.turn * sums.half;
     sums.turn ^= 1;
-    if (lane == 0) scratch[threadIdx.x / 32] = v;
+    if (lane == 0) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) scratch[k * warps + threadIdx.x / 32] = v[k];
+    }
     __syncthreads();
-    if constexpr (TPR > 0) {
-      float s = 0.f;
 #pragma unroll
-      for (int i = 0; i < TPR / 32; ++i) s += scratch[sums.first + i];
-      return s;
-    } else {
-      float s = lane < static_cast<int>(blockDim.x / 32) ? scratch[lane] : 0.f;
+    for (int k = 0; k < N; ++k) {
+      const float* const part = scratch + k * warps;
+      if constexpr (TPR > 0) {
+        float s = 0.f;
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-      return s;
+        for (int i = 0; i < TPR / 32; ++i) s += part[sums.first + i];
+        v[k] = s;
+      } else {
+        float s = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        v[k] = s;
+      }
     }
   }
+}
+template <int TPR>
+__device__ __forceinline__ float GroupSum(float v, SumScratch& sums) {
+  float one[1] = {v};
+  GroupSums<TPR, 1>(one, sums);
+  return one[0];
 }
 
 // A 16-byte load marked evict-last in L1 and L2 (an L2 policy of
@@ -580,36 +601,45 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // Where a row group of whole warps holds 2 vectors per thread, the next
   // rows are copied asynchronously into a ring of kStages steps
   // (BwdAsyncStages); with several such row groups in the CTA, they reduce
-  // their steps in lockstep (BwdBlockOf), each its own row.
-  constexpr int kStages = BwdAsyncStages(TPR, VPT);
+  // their steps in lockstep (BwdBlockOf), each its own rows.
+  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
+  // Rows per row group and step: 3 for the ungated warp rows (loaded into
+  // registers), 2 for the ring's 512-thread rows (BwdRingPairs), else 1.
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
-  static_assert(kStages == 0 || kDepth == 1, "the ring holds one row per group and step");
+  static_assert(kStages == 0 || kDepth == 1 || !kLockstep, "two rows a ring step: one group");
+  // Whether a step's rows may pass its unit's end (they are then zeros).
+  constexpr bool kPartialSteps = kStages == 0 || kLockstep || kDepth > 1;
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
-  // 8-byte aligned), or the ring: [kStages][kTensors][VPT][blockDim.x]
+  // 8-byte aligned), or the ring: [kStages][kDepth][kTensors][VPT][threads]
   // vectors, each thread's own (it reads only what it copied, so no barrier
   // guards the ring), followed by the lockstep groups' fold (BwdFoldBytes).
   extern __shared__ float smem[];
-  __shared__ float scratch[2][kBlock / 32];
-  SumScratch sums{&scratch[0][0], kBlock / 32};
+  __shared__ float scratch[2][kDepth * kBlock / 32];
+  SumScratch sums{&scratch[0][0], kDepth * kBlock / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
+  // The CTA's threads: a constant where TPR > 0, so that ring slots are
+  // constant offsets from a stage's base.
+  const int threads = TPR > 0 ? kBlock : static_cast<int>(blockDim.x);
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
   if constexpr (kLockstep) sums.first = group * (TPR / 32);
   const int64_t dim = p.layout.dim;
-  const int64_t vecs = dim / kVecElems;
+  const int vecs = static_cast<int>(dim / kVecElems);  // dim <= kMaxDim
   const float inv_dim = 1.0f / static_cast<float>(dim);
   constexpr bool gate = kGate;  // a template parameter: no z registers without it
   float* const wsm = smem;
   uint4* const ring = reinterpret_cast<uint4*>(smem + dim);
-  // The ring slot of vector i of tensor t in stage `stage`.
-  auto slot_of = [&](int stage, int t, int i) {
-    return ring + ((stage * kTensors + t) * VPT + i) * blockDim.x + threadIdx.x;
+  // The ring slot of vector i of tensor t of the step's d-th row group in
+  // stage `stage`.
+  auto slot_of = [&](int stage, int d, int t, int i) {
+    uint4* const stage_base = ring + stage * (kDepth * kTensors * VPT) * threads;
+    return stage_base + ((d * kTensors + t) * VPT + i) * threads + threadIdx.x;
   };
   // Block b of the partition reads units of `unit` rows: b, b + blocks,
   // b + 2 * blocks, ... (BwdUnitRows).
@@ -618,7 +648,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   const int64_t unit_stride = p.blocks * unit;
   // The steps this CTA takes, block after block, as a stream from which the
   // ring is filled kStages - 1 steps ahead of the step being reduced, across
-  // the blocks' edges: copy_next copies this thread's vectors of its row of
+  // the blocks' edges: copy_next copies this thread's vectors of its rows of
   // the stream's next step into a stage as one group of copies (an empty
   // group past the last row, so that every step commits one and WaitCopies
   // counts steps).
@@ -626,8 +656,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   UnitCursor copy = FirstUnit(copy_block, unit, rows);
   auto copy_next = [&](int stage) {
     if (copy_block < p.blocks) {
-      const int64_t row = copy.at + (kLockstep ? group : 0);
-      if (!kLockstep || row < copy.end) {
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        const int64_t row = copy.at + (kLockstep ? group : 0) + d * kRows;
+        if (kPartialSteps && row >= copy.end) continue;
         const int64_t off = RowOffset(p.layout, row);
         const void* const src[3] = {p.x, p.dy, p.z};
 #pragma unroll
@@ -636,19 +668,19 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
               reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(src[t]) + off);
 #pragma unroll
           for (int i = 0; i < VPT; ++i) {
-            const int64_t v = lane + int64_t{i} * tpr;
-            if (v < vecs) CopyAsync(slot_of(stage, t, i), s + v);
+            const int v = lane + i * tpr;
+            if (v < vecs) CopyAsync(slot_of(stage, d, t, i), s + v);
           }
         }
       }
-      if (!Advance(copy, kRows, unit, unit_stride, rows)) {
+      if (!Advance(copy, int64_t{kRows} * kDepth, unit, unit_stride, rows)) {
         copy_block += gridDim.x;
         copy = FirstUnit(copy_block, unit, rows);
       }
     }
     CommitCopies();
   };
-  int stage = 0;  // the ring stage of the row being reduced
+  int stage = 0;  // the ring stage of the step being reduced
   if constexpr (kStages > 0) {
 #pragma unroll
     for (int k = 0; k < kStages - 1; ++k) copy_next(k);
@@ -666,11 +698,12 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int j = 0; j < 8; ++j) total[i][j] = comp[i][j] = 0.f;
     }
     // The rows of this block, kDepth row groups per step (BwdRowsInFlight):
-    // the step's x, dy (and z) are loaded before its first row is reduced,
-    // and with kPrefetch (one row group per step of up to 2 vectors, the
-    // gate's warp rows among them) the next step's are loaded before the
-    // current one is reduced. Each thread adds its rows' dw terms in row
-    // order either way.
+    // the step's x, dy (and z) are loaded (or copied into the ring) before
+    // its first row is reduced, and with kPrefetch (one row group per step
+    // of up to 2 vectors, the gate's warp rows among them) the next step's
+    // are loaded before the current one is reduced. The step's row sums
+    // share one barrier; each thread adds its rows' dw terms in row order,
+    // in FP32, and the step's sum enters the Kahan sum once.
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
     // Warp rows (kRstdWithRows: several row groups per step, or the gate's
     // one) load their rstd values with their rows, with kPrefetch
@@ -707,140 +740,189 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       const int64_t end = step.end;
       uint4 nx[kDepth][VPT], ndy[kDepth][VPT], nz[kDepth][VPT];
       float nrs[kDepth];
-      const int cur = stage;  // the ring stage of this step's row
+      const int cur = stage;  // the ring stage of this step's rows
       if constexpr (kStages > 0) {
-        // One row per group and step: copy the stream's step kStages - 1
-        // ahead, wait for this one's copies (the newer groups may stay in
-        // flight), read this group's row (zeros past the unit's end).
+        // Copy the stream's step kStages - 1 ahead, wait for this one's
+        // copies (the newer groups may stay in flight); its rows are read
+        // from the ring in each pass.
         copy_next((stage + kStages - 1) % kStages);
         WaitCopies<kStages - 1>();
-#pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-          const bool in = (!kLockstep || base + group < end) && lane + int64_t{i} * tpr < vecs;
-          const uint4 zero = make_uint4(0, 0, 0, 0);
-          xr[0][i] = in ? *slot_of(stage, 0, i) : zero;
-          dyr[0][i] = in ? *slot_of(stage, 1, i) : zero;
-          zr[0][i] = in && gate ? *slot_of(stage, kTensors - 1, i) : zero;
-        }
         stage = stage + 1 == kStages ? 0 : stage + 1;
       } else if (kPrefetch) {
         load_step(next, nx, ndy, nz, nrs);
       } else {
         load_step(step, xr, dyr, zr, rs);
       }
-      // Otherwise (one row group per step, no gate or a wide row) its rstd
-      // load is issued after pass 1 and waited for across the row sum's barrier
-      // (issued earlier, it held a register through pass 1 and the
-      // wide instances spilled).
-      float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
 
+      // This thread's vectors of row group d of the step from the ring (cur),
+      // zeros past the unit's end: read in each pass rather than held in
+      // registers across the row sums.
+      auto read_ring = [&](int d, int i) {
+        const bool in = !kPartialSteps || base + group + d * kRows < end;
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        xr[d][i] = in ? *slot_of(cur, d, 0, i) : zero;
+        dyr[d][i] = in ? *slot_of(cur, d, 1, i) : zero;
+        zr[d][i] = in && gate ? *slot_of(cur, d, kTensors - 1, i) : zero;
+      };
+      // Row group d's row of the step and its offset (0 past the unit's end).
+      auto row_of = [&](int d) { return base + group + d * kRows; };
+      auto offset_of = [&](int d) {
+        return row_of(d) < end ? RowOffset(p.layout, row_of(d)) : int64_t{0};
+      };
+      // The ring's row groups of a step share one row-sum barrier (and the
+      // pass over a vector); the warp rows' sums need none, and their passes
+      // go row group by row group (in one pass, the three rows' registers
+      // spilled).
+      constexpr int kJoint = kStages > 0 ? kDepth : 1;
+      constexpr bool kKeepSig = kGate && VPT == 1;
+      float run[VPT][8];  // the step's dw terms so far (kDepth > 1)
 #pragma unroll
-      for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = base + group + d * kRows;
-        const bool active = row < end;
-        const int64_t off = active ? RowOffset(p.layout, row) : 0;
-        // Pass 1: the row sum of g * x, g = dy * w [* silu(z)], scaled by rstd
-        // only after it (RowCoef), so the rstd load is not waited for here. With the
-        // gate and one vector per thread, sigmoid(z) is kept for pass 2 (with
-        // more vectors, keeping it spilled more than recomputing it costs).
-        constexpr bool kKeepSig = kGate && VPT == 1;
-        float dot = 0.f;
-        float sg[VPT][8];
+      for (int d0 = 0; d0 < kDepth; d0 += kJoint) {
+        // Pass 1: the row sums of g * x, g = dy * w [* silu(z)], scaled by
+        // rstd only after them (RowCoef), so the rstd loads are not waited for
+        // here. With the gate and one vector per thread, sigmoid(z) is kept
+        // for pass 2 (with more vectors, keeping it spilled more than
+        // recomputing it costs).
+        int64_t off[kJoint];
 #pragma unroll
-        for (int i = 0; i < VPT; ++i) {
-          const int64_t v = lane + int64_t{i} * tpr;
-          if (v >= vecs) continue;
-          float xf[8], dyf[8], zf[8];
-          Unpack(xr[d][i], xf);
-          Unpack(dyr[d][i], dyf);
-          Unpack(zr[d][i], zf);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const float sig = gate ? Sigmoid(zf[j]) : 1.f;
-            if (kKeepSig) sg[i][j] = sig;
-            const float s = gate ? zf[j] * sig : 1.f;
-            dot += dyf[j] * wsm[v * 8 + j] * s * xf[j];
-          }
-        }
-        const float rstd = kRstdWithRows ? rs[d] : active ? p.rstd[row] : 0.f;
-        // kDhIn: the row's dh_in is loaded before the row sum, so that its
-        // barrier covers the wait (elsewhere it is loaded as dx is stored).
-        uint4 dhr[VPT];
-        if constexpr (kDhIn) {
-          const uint4* dh_row =
-              reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+        for (int e = 0; e < kJoint; ++e) off[e] = offset_of(d0 + e);
+        float dot[kJoint];
+        float sg[kJoint][VPT][8];
+        // The lockstep groups of 64 and 128 threads read their ring row's
+        // vectors together, before the math; the other ring rows read each
+        // just before its use. On the H200 (2026-11-30) read so, H = 2048
+        // ran 1.14-1.17x the time from 16384 rows, where H = 4096 (256
+        // threads) ran 0.98-0.99x that of reading ahead (its fused residual
+        // 0.98x; the run-time width's rows and two rows a step spilled when
+        // read ahead).
+        constexpr bool kReadAhead = kLockstep && TPR < 256 && IsPow2(TPR);
+        if constexpr (kReadAhead) {
 #pragma unroll
           for (int i = 0; i < VPT; ++i) {
-            const int64_t v = lane + int64_t{i} * tpr;
-            dhr[i] = active && v < vecs ? dh_row[v] : make_uint4(0, 0, 0, 0);
+            if (lane + i * tpr < vecs) read_ring(d0, i);
           }
         }
-        const float c = RowCoef(GroupSum<TPR>(dot, sums), rstd, inv_dim);
+#pragma unroll
+        for (int e = 0; e < kJoint; ++e) {
+          const int d = d0 + e;
+          dot[e] = 0.f;
+#pragma unroll
+          for (int i = 0; i < VPT; ++i) {
+            const int v = lane + i * tpr;
+            if (v >= vecs) continue;
+            if constexpr (kStages > 0 && !kReadAhead) read_ring(d, i);
+            float xf[8], dyf[8], zf[8];
+            Unpack(xr[d][i], xf);
+            Unpack(dyr[d][i], dyf);
+            Unpack(zr[d][i], zf);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const float sig = gate ? Sigmoid(zf[j]) : 1.f;
+              if (kKeepSig) sg[e][i][j] = sig;
+              const float s = gate ? zf[j] * sig : 1.f;
+              dot[e] += dyf[j] * wsm[v * 8 + j] * s * xf[j];
+            }
+          }
+        }
+        // Otherwise (the ring's rows, or one row group per step of a wide
+        // row) the rstd loads are issued after pass 1 and waited for across
+        // the row sums' barrier (issued earlier, rstd held a register through
+        // pass 1 and the wide instances spilled).
+        float rstd[kJoint];
+#pragma unroll
+        for (int e = 0; e < kJoint; ++e) {
+          const int d = d0 + e;
+          rstd[e] = kRstdWithRows ? rs[d] : row_of(d) < end ? p.rstd[row_of(d)] : 0.f;
+        }
+        // kDhIn: the rows' dh_in is loaded before the row sums, so that their
+        // barrier covers the wait (elsewhere it is loaded as dx is stored);
+        // with two row groups a step, into L1 only (held in registers across
+        // the barrier, the Kahan sums spilled in the loop).
+        constexpr bool kDhInRegs = kDhIn && kJoint == 1;
+        uint4 dhr[kJoint][VPT];
+        if constexpr (kDhIn) {
+#pragma unroll
+          for (int e = 0; e < kJoint; ++e) {
+            const int d = d0 + e;
+            const bool active = row_of(d) < end;
+            const uint4* dh_row =
+                reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off[e]);
+#pragma unroll
+            for (int i = 0; i < VPT; ++i) {
+              const int v = lane + i * tpr;
+              if (kDhInRegs) {
+                dhr[e][i] = active && v < vecs ? dh_row[v] : make_uint4(0, 0, 0, 0);
+              } else if (active && v < vecs) {
+                PrefetchL1(dh_row + v);
+              }
+            }
+          }
+        }
+        GroupSums<TPR, kJoint>(dot, sums);
+        float c[kJoint];
+#pragma unroll
+        for (int e = 0; e < kJoint; ++e) c[e] = RowCoef(dot[e], rstd[e], inv_dim);
 
-        // Pass 2: dx, dz, and the dw terms.
-        uint4* dx = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off);
-        uint4* dz = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off);
-        const uint4* dh =
-            reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off);
+        // Pass 2: dx, dz, and the dw terms, vector by vector, the row groups
+        // of the sums in turn.
 #pragma unroll
         for (int i = 0; i < VPT; ++i) {
-          const int64_t v = lane + int64_t{i} * tpr;
+          const int v = lane + i * tpr;
           if (v >= vecs) continue;
-          float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
-          if constexpr (kStages > 0) {
-            // The row again from the ring rather than kept in registers
-            // through the row sum (past the unit's end, the zeros of pass 1).
-            if (!kLockstep || active) {
-              xr[0][i] = *slot_of(cur, 0, i);
-              dyr[0][i] = *slot_of(cur, 1, i);
-              if (gate) zr[0][i] = *slot_of(cur, kTensors - 1, i);
-            }
-          }
-          Unpack(xr[d][i], xf);
-          Unpack(dyr[d][i], dyf);
-          Unpack(zr[d][i], zf);
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const float w = wsm[v * 8 + j];
-            const float sig = kKeepSig ? sg[i][j] : gate ? Sigmoid(zf[j]) : 1.f;
-            const float s = gate ? zf[j] * sig : 1.f;
-            const float rs = gate ? rstd * s : rstd;  // dx = dy * w * rs - x * c
-            // The dw term is ta * tb, added by an FMA. With the gate, dy * x is
-            // exact in FP32 (two BF16 values), so the term carries the roundings
-            // of rstd * silu(z) only: at |z| near 30 that halved the worst dw
-            // error; dz and the term share dy * x. Without it, dy * rstd serves
-            // dx and the term.
-            const float dyx = dyf[j] * xf[j];
-            const float ry = dyf[j] * rstd;
-            dxf[j] = gate ? fmaf(dyf[j] * w, rs, -xf[j] * c) : fmaf(ry, w, -xf[j] * c);
-            dzf[j] = dyx * w * (rstd * fmaf(s, 1.f - sig, sig));
-            const float ta = gate ? dyx : ry;
-            const float tb = gate ? rs : xf[j];
-            // Several row groups per step: their terms are added in FP32 and
-            // the step's sum enters the Kahan sum once.
-            if (kDepth > 1 && d == 0) {
-              run[i][j] = ta * tb;
-            } else if (d + 1 < kDepth) {
-              run[i][j] = fmaf(ta, tb, run[i][j]);
-            } else {
-              const float term = kDepth > 1 ? fmaf(ta, tb, run[i][j]) - comp[i][j]
-                                            : fmaf(ta, tb, -comp[i][j]);
-              const float t = total[i][j] + term;
-              comp[i][j] = (t - total[i][j]) - term;
-              total[i][j] = t;
-            }
-          }
-          if (!active) continue;
-          if (kDhIn || p.dh_in != nullptr) {
-            float d[8];
-            Unpack(kDhIn ? dhr[i] : dh[v], d);
+          for (int e = 0; e < kJoint; ++e) {
+            const int d = d0 + e;
+            const bool active = row_of(d) < end;
+            float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
+            if constexpr (kStages > 0) read_ring(d, i);
+            Unpack(xr[d][i], xf);
+            Unpack(dyr[d][i], dyf);
+            Unpack(zr[d][i], zf);
 #pragma unroll
-            for (int j = 0; j < 8; ++j) dxf[j] += d[j];
-          }
-          Store(dx + v, Pack(dxf));
-          if (gate) Store(dz + v, Pack(dzf));
-        }
-      }  // d
+            for (int j = 0; j < 8; ++j) {
+              const float w = wsm[v * 8 + j];
+              const float sig = kKeepSig ? sg[e][i][j] : gate ? Sigmoid(zf[j]) : 1.f;
+              const float s = gate ? zf[j] * sig : 1.f;
+              const float rs = gate ? rstd[e] * s : rstd[e];  // dx = dy * w * rs - x * c
+              // The dw term is ta * tb, added by an FMA. With the gate, dy * x
+              // is exact in FP32 (two BF16 values), so the term carries the
+              // roundings of rstd * silu(z) only: at |z| near 30 that halved
+              // the worst dw error; dz and the term share dy * x. Without it,
+              // dy * rstd serves dx and the term.
+              const float dyx = dyf[j] * xf[j];
+              const float ry = dyf[j] * rstd[e];
+              dxf[j] = gate ? fmaf(dyf[j] * w, rs, -xf[j] * c[e]) : fmaf(ry, w, -xf[j] * c[e]);
+              dzf[j] = dyx * w * (rstd[e] * fmaf(s, 1.f - sig, sig));
+              const float ta = gate ? dyx : ry;
+              const float tb = gate ? rs : xf[j];
+              if (kDepth > 1 && d == 0) {
+                run[i][j] = ta * tb;
+              } else if (d + 1 < kDepth) {
+                run[i][j] = fmaf(ta, tb, run[i][j]);
+              } else {
+                const float term = kDepth > 1 ? fmaf(ta, tb, run[i][j]) - comp[i][j]
+                                              : fmaf(ta, tb, -comp[i][j]);
+                const float t = total[i][j] + term;
+                comp[i][j] = (t - total[i][j]) - term;
+                total[i][j] = t;
+              }
+            }
+            if (!active) continue;
+            if (kDhIn || p.dh_in != nullptr) {
+              const uint4* dh =
+                  reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.dh_in) + off[e]);
+              float h[8];
+              Unpack(kDhInRegs ? dhr[e][i] : dh[v], h);
+#pragma unroll
+              for (int j = 0; j < 8; ++j) dxf[j] += h[j];
+            }
+            Store(reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dx) + off[e]) + v, Pack(dxf));
+            if (gate) {
+              Store(reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.dz) + off[e]) + v, Pack(dzf));
+            }
+          }  // e
+        }  // i
+      }  // d0
       if (kPrefetch) {
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) {

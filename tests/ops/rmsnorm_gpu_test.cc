@@ -132,6 +132,11 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec residual_bwd = RowsSpec(9, 6144, true);
   residual_bwd.set_residual(true);
   residual_bwd.set_residual_grad_in(true);
+  // The fused backward's two rows a ring step (BwdRingPairs) at a few rows:
+  // lockstep groups with rows short of a step, dh_in, one 512-thread group.
+  StepSpec residual_pairs = RowsSpec(29, 2048, true);
+  residual_pairs.set_residual(true);
+  residual_pairs.set_residual_grad_in(true);
   StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
   residual_fwd.set_residual(true);
   const struct {
@@ -150,6 +155,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.det.lockstep"},
+      {RowsSpec(37, 4096, true), "rmsnorm.bwd.det.partials"},
+      {RowsSpec(13, 8192, true), "rmsnorm.bwd.det.partials"},
+      {residual_pairs, "rmsnorm.bwd.det.partials"},
       {gate, "rmsnorm_silu_gate.fwd.warp"},
       {gate, "rmsnorm_silu_gate.fwd.warp.prefetch"},
       {gate, "rmsnorm_silu_gate.fwd.cta"},
@@ -327,6 +335,10 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   // reused block after block where a CTA takes several (grid 1 and 66).
   ExpectBitwiseDeterministic(RowsSpec(49155, 1536));
   ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
+  // Two rows a ring step (BwdRingPairs): the lockstep groups' fold over the
+  // stage just reduced (4096 above, 2048), and H = 8192's one row group, whose
+  // block's last step has one row.
+  ExpectBitwiseDeterministic(RowsSpec(16387, 8192));
   // The instance that loads dh_in before the row sum (BwdDhInEarly).
   StepSpec residual = RowsSpec(16387, 4096);
   residual.set_residual(true);
