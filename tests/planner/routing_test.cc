@@ -166,7 +166,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
   }
   // Measured windows: the backward takes the split program up to 16384 rows
-  // (below 16384 at H 1536..4096; below 6144-12288 at H = 2048, 3072, 4096
+  // (below 16384 at H 1536..4096; below 4096-12288 at H = 2048, 3072, 4096
   // and 6144..8192) and above H = 8192 in both modes, else the
   // fused det program (and in the non-deterministic mode kb outside H
   // 520..4096); the forward takes the
@@ -178,35 +178,42 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(6143, 4096, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(6144, 4096, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(4095, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
-    // Below 16384 rows det.partials from 8192 rows at H = 2048, from 12288
-    // at 3072, from 6144 at 4096 and 6144..8192 (table .14).
-    EXPECT_EQ(backward(RowsSpec(8191, 2048, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(8192, 2048, det)), "rmsnorm.bwd.det.partials");
+    // Below 16384 rows det.partials from 6144 rows at H = 2048, from 12288
+    // at 3072, from 4096 at 4096, from 6144 at 6144..6552 and from 4096 at
+    // 6560..8192 (two rows a ring step; tables .14, .15).
+    EXPECT_EQ(backward(RowsSpec(6143, 2048, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6144, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12287, 3072, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12288, 2560, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 6144, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(6143, 6552, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4095, 6560, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 6560, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(6143, 8192, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 8192, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
-    // H = 1032..1536 (96 threads a row) from 8192 to 49152 rows: the
-    // lockstep row groups.
+    // H = 1032..1536 (96 threads a row) from 8192 rows: the lockstep row
+    // groups.
     EXPECT_EQ(backward(RowsSpec(16384, 1032, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(8192, 1280, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(8191, 1536, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(49152, 1536, det)), "rmsnorm.bwd.det.lockstep");
-    EXPECT_EQ(backward(RowsSpec(49153, 1536, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(131072, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(65536, 1032, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(65536, 1544, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(4096, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4095, 8192, det)), "rmsnorm.bwd.split");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
