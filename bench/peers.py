@@ -96,7 +96,7 @@ class Timer:
 
     def __init__(self, lib_dir, force_events):
         self.why = "CUDA events asked for (--timer events)"
-        self.lib = None  # set where CUPTI spans are on
+        self.on = False  # whether CUPTI spans are on
         spans = ctypes.CDLL(os.path.join(lib_dir, "libcake_spans.so"))
         spans.cake_spans_end.argtypes = [
             ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int),
@@ -109,7 +109,7 @@ class Timer:
         if not force_events:
             why = ctypes.create_string_buffer(512)
             if spans.cake_spans_open(why, 512):
-                self.lib = spans
+                self.on = True
             else:
                 self.why = why.value.decode()
         self.start = torch.cuda.Event(enable_timing=True)
@@ -123,7 +123,7 @@ class Timer:
 
     @property
     def cupti(self):
-        return self.lib is not None
+        return self.on
 
     def span(self, graph=None, work=None):
         """(us, kernels, memops, set hash) of one replay of `graph` (or one
@@ -141,20 +141,20 @@ class Timer:
             raise RuntimeError(why.value.decode())
         self.flush.fill_(value)
         torch.cuda.synchronize()
-        if self.lib is None:
+        if not self.on:
             self.start.record()
             work()
             self.stop.record()
             self.stop.synchronize()
             return self.start.elapsed_time(self.stop) * 1000.0, -1, -1, 0
-        self.lib.cake_spans_begin()
+        self.spans.cake_spans_begin()
         work()
         torch.cuda.synchronize()
         us, kernels, memops, h = (ctypes.c_double(), ctypes.c_int(), ctypes.c_int(),
                                   ctypes.c_uint64())
         why = ctypes.create_string_buffer(512)
-        if not self.lib.cake_spans_end(ctypes.byref(us), ctypes.byref(kernels),
-                                       ctypes.byref(memops), ctypes.byref(h), why, 512):
+        if not self.spans.cake_spans_end(ctypes.byref(us), ctypes.byref(kernels),
+                                         ctypes.byref(memops), ctypes.byref(h), why, 512):
             raise RuntimeError("CUPTI span: " + why.value.decode())
         return us.value, kernels.value, memops.value, h.value
 
