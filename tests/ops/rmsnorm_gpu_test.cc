@@ -132,9 +132,10 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec residual_bwd = RowsSpec(9, 6144, true);
   residual_bwd.set_residual(true);
   residual_bwd.set_residual_grad_in(true);
-  // The fused backward's two rows a ring step (BwdRingPairs) at a few rows:
-  // lockstep groups with rows short of a step, dh_in, one 512-thread group.
-  StepSpec residual_pairs = RowsSpec(29, 2048, true);
+  // The fused backward at a few rows: lockstep groups with rows short of a
+  // step (4096), and two rows a ring step (BwdRingPairs, 8192) with and
+  // without dh_in.
+  StepSpec residual_pairs = RowsSpec(29, 8192, true);
   residual_pairs.set_residual(true);
   residual_pairs.set_residual_grad_in(true);
   StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
@@ -335,9 +336,8 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   // reused block after block where a CTA takes several (grid 1 and 66).
   ExpectBitwiseDeterministic(RowsSpec(49155, 1536));
   ExpectBitwiseDeterministic(RowsSpec(16387, 2048));
-  // Two rows a ring step (BwdRingPairs): the lockstep groups' fold over the
-  // stage just reduced (4096 above, 2048), and H = 8192's one row group, whose
-  // block's last step has one row.
+  // Two rows a ring step (BwdRingPairs: H = 8192's one row group), the
+  // block's last step one row short.
   ExpectBitwiseDeterministic(RowsSpec(16387, 8192));
   // The instance that loads dh_in before the row sum (BwdDhInEarly).
   StepSpec residual = RowsSpec(16387, 4096);
