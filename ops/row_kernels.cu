@@ -701,9 +701,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // the step's x, dy (and z) are loaded (or copied into the ring) before
     // its first row is reduced, and with kPrefetch (one row group per step
     // of up to 2 vectors, the gate's warp rows among them) the next step's
-    // are loaded before the current one is reduced. The step's row sums
-    // share one barrier; each thread adds its rows' dw terms in row order,
-    // in FP32, and the step's sum enters the Kahan sum once.
+    // are loaded before the current one is reduced. The row sums of a ring
+    // step share one barrier; each thread adds its rows' dw terms in row
+    // order, in FP32, and the step's sum enters the Kahan sum once.
     uint4 xr[kDepth][VPT], dyr[kDepth][VPT], zr[kDepth][VPT];
     // Warp rows (kRstdWithRows: several row groups per step, or the gate's
     // one) load their rstd values with their rows, with kPrefetch
