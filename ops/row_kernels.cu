@@ -609,8 +609,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // registers), 2 for the ring's 512-thread rows (BwdRingPairs), else 1.
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
   static_assert(kStages == 0 || kDepth == 1 || !kLockstep, "two rows a ring step: one group");
-  // Whether a step's rows may pass its unit's end (they are then zeros).
-  constexpr bool kPartialSteps = kStages == 0 || kLockstep || kDepth > 1;
+  // Whether a ring step's rows may pass its unit's end (they are then
+  // zeros; the register-loaded steps check each row as they load it).
+  constexpr bool kPartialSteps = kLockstep || kDepth > 1;
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
