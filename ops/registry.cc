@@ -43,13 +43,16 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// One row group per CTA; the weight is read through L1.
+// One row group per CTA; each thread copies its weight vectors into shared
+// memory.
 Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = FlatRowConfig(s.dim);
   Geometry g;
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta())));
   g.block = D3(cfg.block);
+  g.dynamic_smem_bytes =
+      static_cast<int32_t>(FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32));
   return g;
 }
 
@@ -168,12 +171,12 @@ const ProgramInfo kPrograms[] = {
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
      "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
      "one vector per thread in a sub-warp or warp row (two above 256 columns), two in a "
-     "CTA-wide row, weight through L1",
+     "CTA-wide row, the thread's weight vectors copied into shared memory behind its loads",
      RowKernel::kFlat},
     {"rmsnorm.fwd.flat.dense", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
      "fwd.flat at 32 registers a thread: 2048 threads per SM with two vectors per thread "
-     "too (a few bytes spilled), so that more row groups are resident at once",
+     "too, so that more row groups are resident at once",
      RowKernel::kFlatDense},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,

@@ -143,6 +143,12 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
   return c;
 }
 
+// The flat forward's shared memory: each thread's weight vectors (16 bytes
+// each, 32 as FP32) in slots of its own (RowForwardFlat).
+constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
+  return int64_t{c.block} * c.vecs_per_thread * (w_fp32 ? 32 : 16);
+}
+
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2

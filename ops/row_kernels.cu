@@ -139,10 +139,45 @@ __device__ __forceinline__ void CopyAsync(uint4* dst, const uint4* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
 }
+// The same through L1 (cp.async.ca), for what every CTA of an SM reads (the
+// weight): through L2 only, the flat forward's copies of the weight ran 1.5x
+// the time on the D = 256 views and 3-10x with an FP32 weight on the H200,
+// every CTA asking the same few L2 lines (2026-11-30).
+__device__ __forceinline__ void CopyAsyncL1(uint4* dst, const uint4* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
 __device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void WaitCopies() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// The thread's weight slots (FlatWeightSmemBytes): slot k of every thread of
+// the CTA side by side, so a warp's 16-byte slot accesses do not conflict.
+// Vector v of the weight (one slot as BF16, two as FP32) goes to the
+// thread's slots of its i-th vector; only the thread reads them back, after
+// WaitCopies, so no barrier is needed.
+__device__ __forceinline__ uint4* ThreadSlot(uint4* slots, int k) {
+  return &slots[k * blockDim.x + threadIdx.x];
+}
+__device__ __forceinline__ void CopyWeightToSlots(const void* w, int w_fp32, int64_t v, int i,
+                                                  uint4* slots) {
+  const int units = w_fp32 ? 2 : 1;
+  const uint4* src = static_cast<const uint4*>(w) + v * units;
+  CopyAsyncL1(ThreadSlot(slots, i * units), src);
+  if (units == 2) CopyAsyncL1(ThreadSlot(slots, i * units + 1), src + 1);
+}
+__device__ __forceinline__ void WeightFromSlots(uint4* slots, int w_fp32, int i, float (&f)[8]) {
+  if (w_fp32) {
+    const uint4 a = *ThreadSlot(slots, i * 2), b = *ThreadSlot(slots, i * 2 + 1);
+    f[0] = __uint_as_float(a.x), f[1] = __uint_as_float(a.y);
+    f[2] = __uint_as_float(a.z), f[3] = __uint_as_float(a.w);
+    f[4] = __uint_as_float(b.x), f[5] = __uint_as_float(b.y);
+    f[6] = __uint_as_float(b.z), f[7] = __uint_as_float(b.w);
+  } else {
+    Unpack(*ThreadSlot(slots, i), f);
+  }
 }
 
 // sigmoid(z) = 1 / (1 + 2^(-z log2(e))) on the special-function unit: one
@@ -443,10 +478,14 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 }
 
 // The flat forward (FlatRowConfig): one row group per CTA, loads issued
-// first, the weight read through L1 (no staging, no barrier before the
-// loads), at most 32 registers with one vector per thread so 2048 threads
-// per SM keep loads in flight, 40 with two (1536 threads; at 32 they spill
-// a few bytes). TPR = 0: one row of blockDim.x threads (two vectors each).
+// first, each thread's weight vectors copied into shared memory through L1
+// behind them (no staging loop, no barrier), so that the weight has arrived
+// by the time y is formed: read through L1 after the row sum, as it was, it
+// cost 3-11% of the time at 1024-4096 rows on the H200 ([1024, 4096] 5.8 ->
+// 5.2 us, [4096, 1536] 8.3 -> 7.8, [4096, 4, 256] contiguous 5.7 -> 5.4;
+// 16384+ rows 0.97-1.00x; 2026-11-30). At most 32 registers with one vector
+// per thread so 2048 threads per SM keep loads in flight, 40 with two (1536
+// threads). TPR = 0: one row of blockDim.x threads (two vectors each).
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
@@ -481,6 +520,15 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   uint4 raw[VPT], zr[VPT];
   LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, raw);
   if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, tpr, vecs, zr);
+  // The thread's weight vectors, copied into its own slots while x is in
+  // flight (FlatWeightSmemBytes); waited for after the row sum.
+  extern __shared__ uint4 wst[];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int64_t v = lane + int64_t{i} * tpr;
+    if (active && v < vecs) CopyWeightToSlots(p.w, p.w_fp32, v, i, wst);
+  }
+  CommitCopies();
   if (p.residual != nullptr) {
     uint4 res[VPT];
     LoadRow<VPT>(p.residual, off, active, lane, tpr, vecs, res);
@@ -503,6 +551,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   }
   ss = GroupSum<TPR>(ss, sums);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
+  WaitCopies<0>();
 
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
 #pragma unroll
@@ -511,7 +560,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     if (!(active && v < vecs)) continue;
     float out[8], wf[8];
     Unpack(raw[i], out);
-    LoadWeightL1(p.w, p.w_fp32, v, wf);
+    WeightFromSlots(wst, p.w_fp32, i, wf);
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
     if constexpr (kGate) {

@@ -246,6 +246,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(2048, 4096)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(2049, 4096)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(1024, 6144)), "rmsnorm.fwd.loop");
+  // At H = 6144 with an FP32 weight the flat program below 2049 rows too
+  // (as from 2049 to 8192 rows at any weight), the loop above.
+  for (int64_t rows : {1, 1024, 2048, 8193}) {
+    StepSpec fp32 = RowsSpec(rows, 6144);
+    fp32.set_weight_dtype(FP32);
+    EXPECT_EQ(forward(fp32), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
+  }
   EXPECT_EQ(forward(RowsSpec(2048, 8192)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
