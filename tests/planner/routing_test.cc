@@ -237,7 +237,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.loop");
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
-  // with an FP32 weight, and from 2049 to 65536 rows with a BF16 one.
+  // with an FP32 weight, and up to 65536 rows with a BF16 one.
   EXPECT_EQ(forward(HeadsSpec(4096, 4, 256)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(12672, 256)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(16896, 136)), "rmsnorm.fwd.flat.dense");
@@ -253,7 +253,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     fp32.set_weight_dtype(FP32);
     EXPECT_EQ(forward(fp32), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
   }
-  EXPECT_EQ(forward(RowsSpec(2048, 8192)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(1024, 8192)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65537, 8192)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
   for (int64_t rows : {1, 1024, 131072}) {
