@@ -78,17 +78,21 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   const int tpr = cfg.threads_per_row, vpt = cfg.vecs_per_thread;
   const void* f = nullptr;
   const bool forward = program.stage == Stage::kForward;
+  // The flat forward copies the weight into shared memory where the launch
+  // holds the slots (FlatWeightSlots).
+  const bool slots = int64_t{launch.dynamic_smem_bytes()} >=
+                     FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32);
   switch (program.kernel) {
     case RowKernel::kPersistent:
       f = forward ? RowForwardKernel(tpr, vpt)
                   : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block);
       break;
     case RowKernel::kFlat:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false)
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false, slots)
                   : RowBackwardSplitKernel(tpr, vpt, gate);
       break;
     case RowKernel::kFlatDense:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true) : nullptr;
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true, slots) : nullptr;
       break;
     case RowKernel::kLoop:
       f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim)) : nullptr;

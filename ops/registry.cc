@@ -44,15 +44,17 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
 }
 
 // One row group per CTA; each thread copies its weight vectors into shared
-// memory.
+// memory where FlatWeightSlots.
 Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
   const RowConfig cfg = FlatRowConfig(s.dim);
   Geometry g;
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta())));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes =
-      static_cast<int32_t>(FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32));
+  if (FlatWeightSlots(s.rows(), s.dim)) {
+    g.dynamic_smem_bytes =
+        static_cast<int32_t>(FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32));
+  }
   return g;
 }
 

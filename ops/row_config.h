@@ -144,7 +144,15 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 }
 
 // The flat forward's shared memory: each thread's weight vectors (16 bytes
-// each, 32 as FP32) in slots of its own (RowForwardFlat).
+// each, 32 as FP32) in slots of its own (RowForwardFlat), where the tensor
+// has at most 2^26 elements (FlatWeightSlots), else none. On the H200 the
+// slots ran 0.91-0.98x the time up to there ([1024, 4096], [4096, 1536],
+// [16384, 4, 256] and [65536, 4, 256] contiguous) and 1.006-1.03x beyond
+// ([65536 | 131072, 1536 | 2048], most with an FP32 weight) (2026-11-30).
+inline constexpr int64_t kFlatWeightSlotsMaxElems = int64_t{1} << 26;
+constexpr bool FlatWeightSlots(int64_t rows, int64_t dim) {
+  return rows * dim <= kFlatWeightSlotsMaxElems;
+}
 constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
   return int64_t{c.block} * c.vecs_per_thread * (w_fp32 ? 32 : 16);
 }

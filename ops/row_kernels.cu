@@ -503,7 +503,7 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
   }
 }
 
-template <int TPR, int VPT, bool kGate, bool kDense = false>
+template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots>
 __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
     RowForwardFlat(const RowForwardParams p) {
   ChainedKernelPrologue();
@@ -523,12 +523,14 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   // The thread's weight vectors, copied into its own slots while x is in
   // flight (FlatWeightSmemBytes); waited for after the row sum.
   extern __shared__ uint4 wst[];
+  if constexpr (kSlots) {
 #pragma unroll
-  for (int i = 0; i < VPT; ++i) {
-    const int64_t v = lane + int64_t{i} * tpr;
-    if (active && v < vecs) CopyWeightToSlots(p.w, p.w_fp32, v, i, wst);
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * tpr;
+      if (active && v < vecs) CopyWeightToSlots(p.w, p.w_fp32, v, i, wst);
+    }
+    CommitCopies();
   }
-  CommitCopies();
   if (p.residual != nullptr) {
     uint4 res[VPT];
     LoadRow<VPT>(p.residual, off, active, lane, tpr, vecs, res);
@@ -551,7 +553,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   }
   ss = GroupSum<TPR>(ss, sums);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
-  WaitCopies<0>();
+  if constexpr (kSlots) WaitCopies<0>();
 
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
 #pragma unroll
@@ -560,7 +562,11 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     if (!(active && v < vecs)) continue;
     float out[8], wf[8];
     Unpack(raw[i], out);
-    WeightFromSlots(wst, p.w_fp32, i, wf);
+    if constexpr (kSlots) {
+      WeightFromSlots(wst, p.w_fp32, i, wf);
+    } else {
+      LoadWeightL1(p.w, p.w_fp32, v, wf);
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
     if constexpr (kGate) {
@@ -1282,25 +1288,27 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 // one vector the plain instances hold 2048 threads per SM already.
 #define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(0, 2)
 
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense) {
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
+                                 bool slots) {
   if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads
+#define CAKE_FLAT_OF(T, V, G, D)                                               \
+  (slots ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, true>)   \
+         : reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, false>))
   if (dense && vecs_per_thread > 1) {
     if (gate) return nullptr;
-#define CAKE_FLAT_DENSE(T, V)                                                           \
-  if (threads_per_row == T && vecs_per_thread == V) {                                  \
-    return reinterpret_cast<const void*>(&RowForwardFlat<T, V, false, true>);          \
-  }
+#define CAKE_FLAT_DENSE(T, V) \
+  if (threads_per_row == T && vecs_per_thread == V) return CAKE_FLAT_OF(T, V, false, true);
     CAKE_FLAT_DENSE_CONFIGS(CAKE_FLAT_DENSE)
 #undef CAKE_FLAT_DENSE
     return nullptr;
   }
-#define CAKE_FLAT(T, V)                                                        \
-  if (threads_per_row == T && vecs_per_thread == V) {                          \
-    return gate ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, true>)   \
-                : reinterpret_cast<const void*>(&RowForwardFlat<T, V, false>); \
+#define CAKE_FLAT(T, V)                                                                  \
+  if (threads_per_row == T && vecs_per_thread == V) {                                    \
+    return gate ? CAKE_FLAT_OF(T, V, true, false) : CAKE_FLAT_OF(T, V, false, false); \
   }
   CAKE_FLAT_CONFIGS(CAKE_FLAT)
 #undef CAKE_FLAT
+#undef CAKE_FLAT_OF
   return nullptr;
 }
 

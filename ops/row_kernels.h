@@ -168,7 +168,8 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
 // The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA);
 // dense: at 32 registers a thread (2048 threads per SM) at any config
 // (RowKernel::kFlatDense, no gated instances).
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense);
+const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
+                                 bool slots);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op
 // has the residual's incoming gradient (BwdDhInEarly picks an instance of
 // its own). A width of whole warps that is not a power of two runs one row

@@ -143,17 +143,23 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     if (flat.threads_per_row > 32) {
       ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
     }
+    // With and without the weight's slots, two instances.
     for (bool gate : {false, true}) {
-      ASSERT_NE(RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate, false),
-                nullptr)
+      const void* with = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
+                                              false, true);
+      ASSERT_NE(with, nullptr) << dim;
+      ASSERT_NE(with, RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
+                                           false, false))
           << dim;
     }
     // fwd.flat.dense: an instance of its own at two vectors per thread, the
     // plain one (already at 32 registers) at one.
     const int ftpr = flat.threads_per_row, fvpt = flat.vecs_per_thread;
-    const void* dense = RowForwardFlatKernel(ftpr, fvpt, false, true);
-    ASSERT_NE(dense, nullptr) << dim;
-    ASSERT_EQ(dense == RowForwardFlatKernel(ftpr, fvpt, false, false), fvpt == 1) << dim;
+    for (bool slots : {false, true}) {
+      const void* dense = RowForwardFlatKernel(ftpr, fvpt, false, true, slots);
+      ASSERT_NE(dense, nullptr) << dim;
+      ASSERT_EQ(dense == RowForwardFlatKernel(ftpr, fvpt, false, false, slots), fvpt == 1) << dim;
+    }
     const RowConfig loop = LoopRowConfig(dim);
     ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
     // The constant-stride loop steps by kLoopBlock: it must run that many threads.
@@ -271,6 +277,35 @@ TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
 
 // Block by block of its partition, the split backward launches a dx CTA per
 // row group and a dw CTA per 256-column tile; the reduce reads its partials.
+// The flat forward's launch holds each thread's weight slots (16 bytes a
+// vector, 32 as FP32) up to 2^26 elements, none above: the launch then runs
+// the instance that reads the weight through L1.
+TEST(RegistryTest, FlatForwardWeightSlots) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  const ProgramInfo* flat = FindProgram("rmsnorm.fwd.flat");
+  ASSERT_NE(flat, nullptr);
+  struct Case {
+    int64_t tokens, dim;
+    DType weight;
+    int32_t smem;
+  } cases[] = {
+      {4096, 1536, BF16, 96 * 2 * 16},     // 96 threads x 2 vectors
+      {4096, 1536, FP32, 96 * 2 * 32},
+      {43690, 1536, BF16, 96 * 2 * 16},    // 67.1 M elements
+      {43691, 1536, BF16, 0},              // past 2^26
+      {131072, 2048, FP32, 0},
+      {262144, 256, BF16, 256 * 2 * 16},   // 16 rows of 16 lanes x 2 vectors
+  };
+  for (const Case& c : cases) {
+    StepSpec spec = testing::RowsSpec(c.tokens, c.dim, true, {FORWARD});
+    spec.set_weight_dtype(c.weight);
+    spec = *Canonicalize(spec);
+    ASSERT_TRUE(CheckSupports(*flat, spec).ok()) << c.tokens;
+    EXPECT_EQ(flat->geometry(spec, h200).dynamic_smem_bytes, c.smem)
+        << c.tokens << " x " << c.dim;
+  }
+}
+
 TEST(RegistryTest, SplitBackwardGeometry) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   const ProgramInfo* split = FindProgram("rmsnorm.bwd.split");
