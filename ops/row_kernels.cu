@@ -483,7 +483,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // by the time y is formed: read through L1 after the row sum, as it was, it
 // cost 3-11% of the time at 1024-4096 rows on the H200 ([1024, 4096] 5.8 ->
 // 5.2 us, [4096, 1536] 8.3 -> 7.8, [4096, 4, 256] contiguous 5.7 -> 5.4;
-// 16384+ rows 0.97-1.00x; 2026-11-30). At most 32 registers with one vector
+// 16384 rows 0.97-1.00x; 2026-11-30), where the tensor has at most 2^26
+// elements (kSlots, FlatWeightSlots). At most 32 registers with one vector
 // per thread so 2048 threads per SM keep loads in flight, 40 with two (1536
 // threads). TPR = 0: one row of blockDim.x threads (two vectors each).
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.

@@ -275,8 +275,6 @@ TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
   EXPECT_EQ(SplitPartitionOf(131072).rows_per_block, 128);
 }
 
-// Block by block of its partition, the split backward launches a dx CTA per
-// row group and a dw CTA per 256-column tile; the reduce reads its partials.
 // The flat forward's launch holds each thread's weight slots (16 bytes a
 // vector, 32 as FP32) up to 2^26 elements, none above: the launch then runs
 // the instance that reads the weight through L1.
@@ -306,6 +304,8 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
   }
 }
 
+// Block by block of its partition, the split backward launches a dx CTA per
+// row group and a dw CTA per 256-column tile; the reduce reads its partials.
 TEST(RegistryTest, SplitBackwardGeometry) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   const ProgramInfo* split = FindProgram("rmsnorm.bwd.split");
