@@ -65,6 +65,31 @@ RowLayout LayoutOf(const StepSpec& spec) {
   return MakeRowLayout(s.rows(), s.heads, s.dim, s.token_stride, s.head_stride);
 }
 
+// A row kernel's dynamic shared memory as the plan states it: at least what
+// its program's launch rule gives for the spec (the staged weight, the fused
+// backward's ring and fold), so that an edited plan cannot run a kernel past
+// the end of its shared memory. The flat forward may take less: it then
+// reads the weight through L1 (RowKernelFor).
+absl::Status CheckDynamicSmem(const Plan& plan, const ProgramInfo& program, const Launch& launch) {
+  if (launch.dynamic_smem_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].dynamic_smem_bytes = ",
+                                                   launch.dynamic_smem_bytes(), ": negative"));
+  }
+  const bool flat_forward =
+      program.stage == Stage::kForward &&
+      (program.kernel == RowKernel::kFlat || program.kernel == RowKernel::kFlatDense);
+  if (flat_forward) return absl::OkStatus();
+  const TargetDevice device{plan.arch(), plan.sm_count(), 0};
+  const int64_t needs = program.geometry(plan.spec(), device).dynamic_smem_bytes;
+  if (int64_t{launch.dynamic_smem_bytes()} < needs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].dynamic_smem_bytes = ", launch.dynamic_smem_bytes(),
+        ": ", program.id, " needs ", needs, " for its spec"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launch& launch,
                                          const StepSpec& spec) {
   const int64_t dim = spec.layout().dim();
@@ -228,6 +253,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
   k.dynamic_smem_bytes = static_cast<unsigned>(launch.dynamic_smem_bytes());
   switch (program->stage) {
     case Stage::kForward: {
+      CAKE_RETURN_IF_ERROR(CheckDynamicSmem(plan, *program, launch));
       CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowForwardParams p{};
       p.layout = LayoutOf(spec);
@@ -246,6 +272,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       break;
     }
     case Stage::kBackward: {
+      CAKE_RETURN_IF_ERROR(CheckDynamicSmem(plan, *program, launch));
       CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowBackwardParams p{};
       p.layout = LayoutOf(spec);

@@ -141,10 +141,46 @@ TEST(LaunchTest, BackwardLaunchOfAnotherBlockIsRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("rmsnorm.bwd.det.partials runs blocks of 768"));
 }
 
-// Every backward, reduce and finish launch the planner makes passes those checks
+// A row kernel's dynamic shared memory as an edited plan might state it:
+// less than the fused backward's ring and fold, or negative, is refused
+// naming the field, the value and what the program needs; the flat forward
+// with none runs its instance that reads the weight through L1.
+TEST(LaunchTest, DynamicSmemOfAnEditedPlan) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(65536, 6144, true, {BACKWARD}), h200);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Plan plan = *made;
+  ASSERT_EQ(plan.launches(0).program(), "rmsnorm.bwd.det.partials");
+  const int32_t needs = plan.launches(0).dynamic_smem_bytes();
+  ASSERT_GT(needs, 6144 * 4) << "the FP32 weight and the ring";
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  plan.mutable_launches(0)->set_dynamic_smem_bytes(needs - 16);
+  absl::Status s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("launches[0].dynamic_smem_bytes = ", needs - 16, ": "
+                                     "rmsnorm.bwd.det.partials needs ", needs)));
+
+  made = MakePlan(testing::RowsSpec(4096, 1536, true, {FORWARD}), h200);
+  ASSERT_TRUE(made.ok()) << made.status();
+  plan = *made;
+  ASSERT_EQ(plan.launches(0).program(), "rmsnorm.fwd.flat");
+  ASSERT_EQ(plan.launches(0).dynamic_smem_bytes(), 96 * 2 * 16);
+  plan.mutable_launches(0)->set_dynamic_smem_bytes(-4);
+  s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].dynamic_smem_bytes = -4"));
+  plan.mutable_launches(0)->set_dynamic_smem_bytes(0);
+  absl::StatusOr<KernelLaunch> k = MakeKernelLaunch(plan, plan.launches(0), b);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->function, RowForwardFlatKernel(96, 2, false, false, /*slots=*/false));
+}
+
+// Every forward, backward, reduce and finish launch the planner makes passes those checks
 // (without a device, MakeKernelLaunch may still fail later, at the kernel's
 // shared-memory attribute, but not with InvalidArgument).
-TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
+TEST(LaunchTest, PlannedLaunchesPassTheirChecks) {
   std::vector<StepSpec> specs;
   for (int64_t tokens : {1, 7, 1024, 4096, 16384, 46593, 65536, 131072}) {
     for (int64_t dim : {64, 256, 1536, 2048, 6144, 8192, 16384}) {
@@ -167,16 +203,17 @@ TEST(LaunchTest, PlannedBackwardLaunchesPassTheirChecks) {
     absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
     ASSERT_TRUE(plan.ok()) << plan.status();
     for (const Launch& l : plan->launches()) {
-      const bool backward = l.program().find(".bwd.") != std::string::npos;
-      if (l.kind() != KERNEL || (!backward && l.program().rfind("dw.", 0) != 0)) continue;
+      if (l.kind() != KERNEL) continue;
       programs.insert(l.program());
       absl::Status s = MakeKernelLaunch(*plan, l, b).status();
       EXPECT_NE(s.code(), absl::StatusCode::kInvalidArgument)
           << l.program() << " of " << spec.ShortDebugString() << ": " << s;
     }
   }
-  // The sweep reaches every routed backward form and the reduce.
-  for (const char* id : {"rmsnorm.bwd.det.partials", "rmsnorm.bwd.split", "rmsnorm.bwd.kb",
+  // The sweep reaches every routed forward and backward form and the reduce.
+  for (const char* id : {"rmsnorm.fwd.flat", "rmsnorm.fwd.flat.dense", "rmsnorm.fwd.loop",
+                         "rmsnorm_silu_gate.fwd.flat",
+                         "rmsnorm.bwd.det.partials", "rmsnorm.bwd.split", "rmsnorm.bwd.kb",
                          "rmsnorm_silu_gate.bwd.det.partials", "rmsnorm_silu_gate.bwd.kb",
                          "dw.reduce", "dw.finish"}) {
     EXPECT_EQ(programs.count(id), 1u) << id;
