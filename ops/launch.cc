@@ -65,27 +65,40 @@ RowLayout LayoutOf(const StepSpec& spec) {
   return MakeRowLayout(s.rows(), s.heads, s.dim, s.token_stride, s.head_stride);
 }
 
-// A row kernel's dynamic shared memory as the plan states it: at least what
-// its program's launch rule gives for the spec (the staged weight, the fused
-// backward's ring and fold), so that an edited plan cannot run a kernel past
-// the end of its shared memory. The flat forward may take less: it then
-// reads the weight through L1 (RowKernelFor).
-absl::Status CheckDynamicSmem(const Plan& plan, const ProgramInfo& program, const Launch& launch) {
+// A row kernel's launch shape as the plan states it, against its program's
+// launch rule for the spec: dynamic shared memory at least the rule's (the
+// staged weight, the fused backward's ring and fold), so that an edited plan
+// cannot run a kernel past the end of its shared memory (the flat forward
+// may take less: it then reads the weight through L1, RowKernelFor); and
+// where a CTA holds fixed rows rather than walking a persistent grid (the
+// flat and looped forwards, the split backward), exactly the rule's grid, so
+// that no row is left out or read past; and a one-dimensional grid.
+absl::Status CheckLaunchShape(const Plan& plan, const ProgramInfo& program, const Launch& launch) {
   if (launch.dynamic_smem_bytes() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
                                                    "].dynamic_smem_bytes = ",
                                                    launch.dynamic_smem_bytes(), ": negative"));
   }
+  if (launch.grid().y() > 1 || launch.grid().z() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].grid = (", launch.grid().x(), ", ", launch.grid().y(),
+        ", ", launch.grid().z(), "): ", program.id, " runs a one-dimensional grid"));
+  }
+  const TargetDevice device{plan.arch(), plan.sm_count(), 0};
+  const Geometry g = program.geometry(plan.spec(), device);
   const bool flat_forward =
       program.stage == Stage::kForward &&
       (program.kernel == RowKernel::kFlat || program.kernel == RowKernel::kFlatDense);
-  if (flat_forward) return absl::OkStatus();
-  const TargetDevice device{plan.arch(), plan.sm_count(), 0};
-  const int64_t needs = program.geometry(plan.spec(), device).dynamic_smem_bytes;
-  if (int64_t{launch.dynamic_smem_bytes()} < needs) {
+  if (!flat_forward && int64_t{launch.dynamic_smem_bytes()} < g.dynamic_smem_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "plan launches[", launch.index(), "].dynamic_smem_bytes = ", launch.dynamic_smem_bytes(),
-        ": ", program.id, " needs ", needs, " for its spec"));
+        ": ", program.id, " needs ", g.dynamic_smem_bytes, " for its spec"));
+  }
+  if (program.kernel != RowKernel::kPersistent && launch.grid().x() != g.grid.x()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].grid.x = ", launch.grid().x(), ": ",
+                                                   program.id, " runs ", g.grid.x(),
+                                                   " CTAs for its spec"));
   }
   return absl::OkStatus();
 }
@@ -253,7 +266,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
   k.dynamic_smem_bytes = static_cast<unsigned>(launch.dynamic_smem_bytes());
   switch (program->stage) {
     case Stage::kForward: {
-      CAKE_RETURN_IF_ERROR(CheckDynamicSmem(plan, *program, launch));
+      CAKE_RETURN_IF_ERROR(CheckLaunchShape(plan, *program, launch));
       CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowForwardParams p{};
       p.layout = LayoutOf(spec);
@@ -272,7 +285,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       break;
     }
     case Stage::kBackward: {
-      CAKE_RETURN_IF_ERROR(CheckDynamicSmem(plan, *program, launch));
+      CAKE_RETURN_IF_ERROR(CheckLaunchShape(plan, *program, launch));
       CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowBackwardParams p{};
       p.layout = LayoutOf(spec);

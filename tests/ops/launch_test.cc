@@ -141,11 +141,13 @@ TEST(LaunchTest, BackwardLaunchOfAnotherBlockIsRefused) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("rmsnorm.bwd.det.partials runs blocks of 768"));
 }
 
-// A row kernel's dynamic shared memory as an edited plan might state it:
-// less than the fused backward's ring and fold, or negative, is refused
-// naming the field, the value and what the program needs; the flat forward
-// with none runs its instance that reads the weight through L1.
-TEST(LaunchTest, DynamicSmemOfAnEditedPlan) {
+// A row kernel's launch shape as an edited plan might state it: dynamic
+// shared memory below the fused backward's ring and fold, or negative; a
+// grid other than the rule's where CTAs hold fixed rows; a second grid
+// dimension. Each is refused naming the field, the value and what the
+// program runs; the flat forward with no shared memory runs its instance
+// that reads the weight through L1.
+TEST(LaunchTest, LaunchShapeOfAnEditedPlan) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(65536, 6144, true, {BACKWARD}), h200);
   ASSERT_TRUE(made.ok()) << made.status();
@@ -162,10 +164,27 @@ TEST(LaunchTest, DynamicSmemOfAnEditedPlan) {
               HasSubstr(absl::StrCat("launches[0].dynamic_smem_bytes = ", needs - 16, ": "
                                      "rmsnorm.bwd.det.partials needs ", needs)));
 
+  // A persistent grid may be any size, but not two-dimensional.
+  plan = *made;
+  plan.mutable_launches(0)->mutable_grid()->set_x(7);
+  EXPECT_NE(MakeKernelLaunch(plan, plan.launches(0), b).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  plan.mutable_launches(0)->mutable_grid()->set_y(2);
+  s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].grid = (7, 2, 1): rmsnorm.bwd.det.partials runs a one-dimensional grid"));
+
   made = MakePlan(testing::RowsSpec(4096, 1536, true, {FORWARD}), h200);
   ASSERT_TRUE(made.ok()) << made.status();
   plan = *made;
   ASSERT_EQ(plan.launches(0).program(), "rmsnorm.fwd.flat");
+  ASSERT_EQ(plan.launches(0).grid().x(), 4096u);
+  plan.mutable_launches(0)->mutable_grid()->set_x(4095);
+  s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("launches[0].grid.x = 4095: rmsnorm.fwd.flat runs 4096 CTAs"));
+  plan.mutable_launches(0)->mutable_grid()->set_x(4096);
   ASSERT_EQ(plan.launches(0).dynamic_smem_bytes(), 96 * 2 * 16);
   plan.mutable_launches(0)->set_dynamic_smem_bytes(-4);
   s = MakeKernelLaunch(plan, plan.launches(0), b).status();
