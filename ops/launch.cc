@@ -66,7 +66,7 @@ RowLayout LayoutOf(const StepSpec& spec) {
 }
 
 // A row kernel's launch shape as the plan states it, against its program's
-// launch rule for the spec: dynamic shared memory at least the rule's (the
+// launch rule for the spec (a program that takes the spec): dynamic shared memory at least the rule's (the
 // staged weight, the fused backward's ring and fold), so that an edited plan
 // cannot run a kernel past the end of its shared memory (the flat forward
 // may take less: it then reads the weight through L1, RowKernelFor); and
@@ -83,6 +83,11 @@ absl::Status CheckLaunchShape(const Plan& plan, const ProgramInfo& program, cons
     return absl::InvalidArgumentError(absl::StrCat(
         "plan launches[", launch.index(), "].grid = (", launch.grid().x(), ", ", launch.grid().y(),
         ", ", launch.grid().z(), "): ", program.id, " runs a one-dimensional grid"));
+  }
+  if (const absl::Status takes = CheckSupports(program, plan.spec()); !takes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan launches[", launch.index(),
+                                                   "].program = \"", program.id,
+                                                   "\": ", takes.message()));
   }
   const TargetDevice device{plan.arch(), plan.sm_count(), 0};
   const Geometry g = program.geometry(plan.spec(), device);

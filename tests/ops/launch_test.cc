@@ -191,6 +191,14 @@ TEST(LaunchTest, LaunchShapeOfAnEditedPlan) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].dynamic_smem_bytes = -4"));
   plan.mutable_launches(0)->set_dynamic_smem_bytes(0);
+  // A program that does not take the spec (the warp forward holds rows of
+  // up to 1024 columns).
+  Plan other = plan;
+  other.mutable_launches(0)->set_program("rmsnorm.fwd.warp");
+  s = MakeKernelLaunch(other, other.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].program = \"rmsnorm.fwd.warp\": "));
+
   absl::StatusOr<KernelLaunch> k = MakeKernelLaunch(plan, plan.launches(0), b);
   ASSERT_TRUE(k.ok()) << k.status();
   EXPECT_EQ(k->function, RowForwardFlatKernel(96, 2, false, false, /*slots=*/false));
