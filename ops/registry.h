@@ -48,7 +48,7 @@ enum class RowKernel {
   // split backward (dx and dw CTAs in one launch).
   kFlat,
   // The flat forward at 32 registers a thread: 2048 threads per SM with two
-  // vectors per thread too (1536 in kFlat), a few bytes spilled.
+  // vectors per thread too (1536 in kFlat).
   kFlatDense,
   // The looped forward: one row per CTA, the row read twice in a loop
   // (sum of squares, then y), the second time from cache.

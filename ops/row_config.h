@@ -48,7 +48,28 @@ constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
 constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
   return threads_per_row > 0 && threads_per_row <= 32 && vecs_per_thread == 1;
 }
-constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate);
+// Whether a backward thread copies its vectors of the next rows into a
+// shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
+// loading them into registers: where a row group of whole warps holds 2
+// vectors per thread.
+constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
+  return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
+}
+// Whether a ring row group reduces two rows per step (BwdRowsInFlight),
+// their row sums behind one barrier and their dw terms added in FP32 before
+// they enter the Kahan sums once: where one 512-thread row group fills the
+// CTA (no gate, H = 6560..8192). The ring then holds two stages of two
+// rows (256 bytes per thread), the next step's copied while this one is
+// reduced: as many rows in flight as three stages of one. On the H200
+// (2026-11-30) that ran [16384, 8192] 0.97-0.98x the time (65536 rows
+// 1.00x; three stages of two 0.98x and 1.02x). The lockstep groups of 128
+// and 256 threads, whose fold then had to live in the stage just reduced
+// (their 768 threads' ring takes 192 KB), ran 0.97-1.01x, against 0.95-0.99x
+// with one row a step, and their fused residual 1.02x (dh_in prefetched into
+// L1: loaded into registers, the Kahan sums spilled in the loop).
+constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate) {
+  return !gate && threads_per_row >= 512 && BwdRing(threads_per_row, vecs_per_thread);
+}
 constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread, bool gate) {
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   if (!BwdWarpRowSteps(threads_per_row, vecs_per_thread)) return 1;
@@ -157,28 +178,6 @@ constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
   return int64_t{c.block} * c.vecs_per_thread * (w_fp32 ? 32 : 16);
 }
 
-// Whether a backward thread copies its vectors of the next rows into a
-// shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
-// loading them into registers: where a row group of whole warps holds 2
-// vectors per thread.
-constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
-  return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
-}
-// Whether a ring row group reduces two rows per step (BwdRowsInFlight),
-// their row sums behind one barrier and their dw terms added in FP32 before
-// they enter the Kahan sums once: where one 512-thread row group fills the
-// CTA (no gate, H = 6560..8192). The ring then holds two stages of two
-// rows (256 bytes per thread), the next step's copied while this one is
-// reduced: as many rows in flight as three stages of one. On the H200
-// (2026-11-30) that ran [16384, 8192] 0.97-0.98x the time (65536 rows
-// 1.00x; three stages of two 0.98x and 1.02x). The lockstep groups of 128
-// and 256 threads, whose fold then had to live in the stage just reduced
-// (their 768 threads' ring takes 192 KB), ran 0.97-1.01x, against 0.95-0.99x
-// with one row a step, and their fused residual 1.02x (dh_in prefetched into
-// L1: loaded into registers, the Kahan sums spilled in the loop).
-constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate) {
-  return !gate && threads_per_row >= 512 && BwdRing(threads_per_row, vecs_per_thread);
-}
 // Row groups of a ring width in one CTA, `ctas` CTAs per SM.
 constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool gate, int ctas) {
   const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / ctas / threads_per_row;
