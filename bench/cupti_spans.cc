@@ -1,11 +1,14 @@
 #include "bench/cupti_spans.h"
 
 #include <cupti_activity.h>
+#include <cxxabi.h>
 #include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cake::bench {
@@ -36,6 +39,18 @@ size_t dropped_total = 0;
 
 constexpr size_t kBufferBytes = 8 << 20;
 
+// A kernel's name as its source spells it, or as recorded where it cannot
+// be demangled.
+std::string Demangled(const char* name) {
+  if (name == nullptr) return "?";
+  int status = 0;
+  char* text = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || text == nullptr) return name;
+  std::string out(text);
+  std::free(text);
+  return out;
+}
+
 void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
   *size = kBufferBytes;
@@ -49,13 +64,13 @@ void CUPTIAPI BufferCompleted(CUcontext ctx, uint32_t stream, uint8_t* buffer, s
   while (api.next_record(buffer, valid, &r) == CUPTI_SUCCESS) {
     if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
-      got.push_back({k->start, k->end, true, k->name ? k->name : "?"});
+      got.push_back({k->start, k->end, true, Demangled(k->name)});
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
-      got.push_back({m->start, m->end, false, {}});
+      got.push_back({m->start, m->end, false, "memset"});
     } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
-      got.push_back({m->start, m->end, false, {}});
+      got.push_back({m->start, m->end, false, "memcpy"});
     }
   }
   size_t dropped = 0;
@@ -156,9 +171,11 @@ bool CuptiSpans::End(GpuSpan* span, std::string* why) {
   }
   uint64_t first = UINT64_MAX, last = 0;
   std::vector<std::string> names;
+  std::vector<const Record*> kept;
   GpuSpan s;
   for (const Record& r : taken) {
     if (r.start < begin_ns_ || r.end < r.start) continue;
+    kept.push_back(&r);
     first = std::min(first, r.start);
     last = std::max(last, r.end);
     if (r.kernel) {
@@ -182,7 +199,13 @@ bool CuptiSpans::End(GpuSpan* span, std::string* why) {
   mix(static_cast<unsigned char>(s.memops));
   s.set_hash = h;
   s.us = static_cast<double>(last - first) * 1e-3;
-  *span = s;
+  std::sort(kept.begin(), kept.end(),
+            [](const Record* a, const Record* b) { return a->start < b->start; });
+  for (const Record* r : kept) {
+    s.parts.push_back({r->name, static_cast<double>(r->start - first) * 1e-3,
+                       static_cast<double>(r->end - r->start) * 1e-3});
+  }
+  *span = std::move(s);
   return true;
 }
 

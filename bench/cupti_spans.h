@@ -11,14 +11,23 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cake::bench {
+
+// One kernel, memset or memcpy of a span.
+struct SpanPart {
+  std::string name;     // the kernel's name, or "memset" / "memcpy"
+  double start_us = 0;  // from the span's first start
+  double us = 0;        // its own duration
+};
 
 struct GpuSpan {
   double us = 0;         // first start to last end
   int kernels = 0;       // kernel records in the span
   int memops = 0;        // memset and memcpy records in the span
   uint64_t set_hash = 0; // hash of the sorted kernel names and the memop count
+  std::vector<SpanPart> parts;  // in start order; empty with CUDA events
 };
 
 class CuptiSpans {

@@ -102,6 +102,21 @@ void FillImpl(const std::string& name, const Timed& t, bool cupti, BenchImpl* ou
   out->set_kernel_set_stable(stable);
   out->set_kernels_per_replay(cupti && !t.spans.empty() ? t.spans[0].kernels : -1);
   out->set_memops_per_replay(cupti && !t.spans.empty() ? t.spans[0].memops : -1);
+  const GpuSpan* nearest = nullptr;
+  for (const GpuSpan& s : t.spans) {
+    if (nearest == nullptr ||
+        std::abs(s.us - out->median_us()) < std::abs(nearest->us - out->median_us())) {
+      nearest = &s;
+    }
+  }
+  if (nearest != nullptr) {
+    for (const SpanPart& part : nearest->parts) {
+      BenchPart* p = out->add_median_parts();
+      p->set_name(part.name);
+      p->set_start_us(part.start_us);
+      p->set_us(part.us);
+    }
+  }
   if (!stable) out->set_note("the kernel set changed between replays: the figure is void");
 }
 
