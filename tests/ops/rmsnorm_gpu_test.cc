@@ -458,6 +458,56 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   }
 }
 
+// dw.reduce (ops/row_kernels.h): lane y of 32 sums partial rows y, y + 32, ...
+// in sequence from +0.0, the lane sums are added pairwise in a fixed tree,
+// and the sum is rounded once to FP32. The same order replayed in FP64 on the
+// host from the partial rows the backward left in the workspace gives dw to
+// the bit, with fewer partial rows than one batch of a lane's loads (64, the
+// split program), exactly a batch of every lane (256, det.lockstep) and more
+// (261, det.partials at H = 6144: a second batch, partly out of range).
+TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
+  struct Case {
+    int64_t tokens, dim, partials;
+  };
+  for (const Case& k : {Case{4096, 2048, 64}, Case{16384, 1536, 256}, Case{16384, 6144, 261}}) {
+    StepSpec spec = RowsSpec(k.tokens, k.dim, true, {FORWARD, BACKWARD});
+    spec.set_dw_dtype(FP32);
+    const Plan plan = MustPlan(spec);
+    const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
+    ASSERT_NE(reduce, nullptr) << Label(spec);
+    ASSERT_EQ(reduce->partials(), k.partials) << Label(spec) << ": the case's partial count";
+    const WorkspaceRegion* region = nullptr;
+    for (const WorkspaceRegion& r : plan.workspace()) {
+      if (r.name() == "dw_partials") region = &r;
+    }
+    ASSERT_NE(region, nullptr) << Label(spec);
+    const auto buf = MustBuffers(plan);
+    RunPlan(plan, buf->b);
+    const int64_t dim = k.dim, count = k.partials;
+    std::vector<double> partials(count * dim);
+    ASSERT_EQ(cudaMemcpy(partials.data(),
+                         static_cast<const char*>(buf->b.workspace) + region->offset(),
+                         partials.size() * sizeof(double), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    const std::vector<float> dw = buf->Dw();
+    ASSERT_EQ(static_cast<int64_t>(dw.size()), dim);
+    int64_t differ = 0;
+    for (int64_t c = 0; c < dim; ++c) {
+      double lanes[32];
+      for (int y = 0; y < 32; ++y) {
+        lanes[y] = 0.0;
+        for (int64_t q = y; q < count; q += 32) lanes[y] += partials[q * dim + c];
+      }
+      for (int half = 16; half > 0; half /= 2) {
+        for (int y = 0; y < half; ++y) lanes[y] += lanes[y + half];
+      }
+      const float want = static_cast<float>(lanes[0]);
+      differ += std::memcmp(&want, &dw[c], sizeof(float)) != 0;
+    }
+    EXPECT_EQ(differ, 0) << Label(spec) << ": columns whose dw is not the documented sum's";
+  }
+}
+
 // The det.lockstep program in place of the routed backward at its width (96
 // threads a row, H = 1032..1536: CTAs of 4 row groups, two per SM), at row
 // counts the table does not route to it: within budget, and bitwise across
