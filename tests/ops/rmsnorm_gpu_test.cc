@@ -15,6 +15,7 @@
 
 #include "ops/launch.h"
 #include "ops/registry.h"
+#include "ops/row_kernels.h"
 #include "ops/shape.h"
 #include "planner/planner.h"
 #include "planner/validate.h"
@@ -458,13 +459,13 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   }
 }
 
-// dw.reduce (ops/row_kernels.h): lane y of 32 sums partial rows y, y + 32, ...
-// in sequence from +0.0, the lane sums are added pairwise in a fixed tree,
-// and the sum is rounded once to FP32. The same order replayed in FP64 on the
-// host from the partial rows the backward left in the workspace gives dw to
-// the bit, with fewer partial rows than one batch of a lane's loads (64, the
-// split program), exactly a batch of every lane (256, det.lockstep) and more
-// (261, det.partials at H = 6144: a second batch, partly out of range).
+// dw.reduce (ops/row_kernels.h): lane y of kDwReduceLanes sums partial rows
+// y, y + kDwReduceLanes, ... in sequence from +0.0, the lane sums are added
+// pairwise in a fixed tree, and the sum is rounded once to FP32. The same
+// order replayed in FP64 on the host from the partial rows the backward left
+// in the workspace gives dw to the bit, at 64 partial rows (the split
+// program: 2 a lane), 256 (det.lockstep: 8 a lane) and 261 (det.partials at
+// H = 6144: 9 on the first 5 lanes, 8 on the others).
 TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
   struct Case {
     int64_t tokens, dim, partials;
@@ -493,12 +494,12 @@ TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
     ASSERT_EQ(static_cast<int64_t>(dw.size()), dim);
     int64_t differ = 0;
     for (int64_t c = 0; c < dim; ++c) {
-      double lanes[32];
-      for (int y = 0; y < 32; ++y) {
+      double lanes[kDwReduceLanes];
+      for (int y = 0; y < kDwReduceLanes; ++y) {
         lanes[y] = 0.0;
-        for (int64_t q = y; q < count; q += 32) lanes[y] += partials[q * dim + c];
+        for (int64_t q = y; q < count; q += kDwReduceLanes) lanes[y] += partials[q * dim + c];
       }
-      for (int half = 16; half > 0; half /= 2) {
+      for (int half = kDwReduceLanes / 2; half > 0; half /= 2) {
         for (int y = 0; y < half; ++y) lanes[y] += lanes[y + half];
       }
       const float want = static_cast<float>(lanes[0]);
