@@ -7,6 +7,8 @@ replay whose span is nearest the median: every part's start from the replay's fi
 its own duration, the idle gap before it (from the latest end so far) and its name.
 
   python3 bench/parts.py REPORT.json [--filter TEXT] [--impl NAME]
+
+Exit status: 0, 1 when no row matched with parts, 2 when the report cannot be read.
 """
 import argparse
 import json
@@ -47,8 +49,12 @@ def main(argv=None):
     parser.add_argument("--filter", default="", help="rows whose 'shape op' contains TEXT (A|B: either)")
     parser.add_argument("--impl", default="cake", help="implementation name (default: cake)")
     args = parser.parse_args(argv)
-    with open(args.report) as f:
-        report = json.load(f)
+    try:
+        with open(args.report) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"parts.py: {e}", file=sys.stderr)
+        return 2
     wanted = [t for t in args.filter.split("|") if t]
     shown = 0
     for row in report.get("rows", []):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks of bench/parts.py on a small report written here: kernel names lose
 their return type and parameters, each part's gap counts from the latest end
-so far, rows and implementations are picked, and a report without parts
-exits 1."""
+so far, rows and implementations are picked, a report without parts exits 1
+and one that cannot be read exits 2."""
 import io
 import json
 import os
@@ -60,5 +60,15 @@ with tempfile.TemporaryDirectory() as tmp:
     rc, text = run("--filter", "fwd")
     check("no parts: exit 1", rc == 1, rc)
     check("no parts: said", "no parts" in text, text)
+
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        f.write("{not json")
+    for path in (bad, os.path.join(tmp, "missing.json")):
+        err = io.StringIO()
+        with redirect_stdout(io.StringIO()), redirect_stderr(err):
+            rc = parts.main([path])
+        check("unreadable report: exit 2", rc == 2, (path, rc))
+        check("unreadable report: said", err.getvalue().startswith("parts.py: "), err.getvalue())
 
 check.finish()
