@@ -70,8 +70,10 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
 // The backward keeps the weight in shared memory as FP32, copies the next
 // rows into a ring there (BwdAsyncStages) and folds its row groups' dw sums
 // there (BwdFoldBytes).
-int32_t BackwardSmemBytes(const RowConfig& cfg, int64_t dim, bool gate) {
-  return static_cast<int32_t>(dim * 4 + BwdRingBytes(cfg, gate) + BwdFoldBytes(cfg, dim));
+int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec) {
+  const int64_t dim = spec.layout().dim();
+  const int64_t ring = BwdRingBytes(cfg, spec.op() == RMSNORM_SILU_GATE, spec.residual_grad_in());
+  return static_cast<int32_t>(dim * 4 + ring + BwdFoldBytes(cfg, dim));
 }
 
 // A persistent grid over the fixed row blocks of config `cfg`'s partition.
@@ -84,7 +86,7 @@ Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevic
       int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, gate);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
@@ -132,7 +134,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, gate);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, s.dim, gate);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec);
   return g;
 }
 

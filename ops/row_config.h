@@ -234,14 +234,22 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
   return BwdRing(threads_per_row, vecs_per_thread);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
-// each with BwdRingPairs), 0 without it.
+// each with BwdRingPairs), 0 without it; 2 of one row for the 256-thread
+// row groups (H = 3280..4096, three in lockstep) without the gate and
+// without dh_in (`dh_in`: the fused residual's incoming gradient is bound,
+// BwdDhInEarly).
 // 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192
 // bytes per thread (288 with z), so that 768 (512) threads per SM use 144 KB
 // besides the weight and the fold. With the lockstep row groups at H = 2048,
 // 4 stages (216 KB in all) ran 1.08x the time of 3 at 65536+ rows (H200).
-constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate) {
+// Two stages ran H = 4096 0.968-0.987x the time of three from 4096 to 16384
+// rows, 0.992-0.995x at 65536 and 131072, H = 3584 0.985-0.990x; level at
+// the other widths, but the fused residual's [16384 | 65536, 4096] ran 1.30x
+// (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
-  return BwdRingPairs(threads_per_row, vecs_per_thread, gate) ? 2 : 3;
+  if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
+  return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
 }
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
@@ -309,8 +317,8 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   return c;
 }
 
-constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate) {
-  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate)} *
+constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate, bool dh_in) {
+  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in)} *
          BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate) * (gate ? 3 : 2) *
          c.vecs_per_thread * c.block * 16;
 }

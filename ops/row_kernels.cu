@@ -12,6 +12,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "ops/row_config.h"
 #include "ops/row_kernels.h"
 
@@ -641,6 +644,18 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
   if (threadIdx.x == 0) p.rstd[row] = rstd;
 }
 
+// The fused backward's row counters (blocks, units, rows; offsets stay
+// 64-bit): 32 bits for the 128-thread row groups without the gate and dh_in
+// (H = 1640..2048), 64 elsewhere. At 80 registers ptxas spilled 28 bytes of
+// that instance with 64-bit counters and 8 with 32-bit ones, which ran
+// [16384 | 65536 | 131072, 2048] 0.973-0.987x the time and H = 1792
+// 0.956-0.961x on the H200. In every instance they ran level or slower
+// elsewhere (the 96-thread lockstep rows 1.07-1.10x, spilling 16 bytes where
+// they had spilled none); the 128-thread instances with the gate or dh_in
+// are not measured (bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
+template <int TPR, bool kGate, bool kDhIn>
+using BwdRowIndex = std::conditional_t<TPR == 128 && !kGate && !kDhIn, uint32_t, int64_t>;
+
 // The fused backward. Its dx, dz and dw formulas are those of ElementGrads
 // and AddDwTerm written out: through the helpers its gated instances took
 // one register less and ran 2-2.5% slower on the H200 (gated rows of the
@@ -658,7 +673,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // rows are copied asynchronously into a ring of kStages steps
   // (BwdAsyncStages); with several such row groups in the CTA, they reduce
   // their steps in lockstep (BwdBlockOf), each its own rows.
-  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate);
+  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
   // Rows per row group and step: 3 for the ungated warp rows (loaded into
@@ -700,22 +715,23 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   };
   // Block b of the partition reads units of `unit` rows: b, b + blocks,
   // b + 2 * blocks, ... (BwdUnitRows).
-  const int64_t rows = p.layout.rows;
-  const int64_t unit = p.unit_rows;
-  const int64_t unit_stride = p.blocks * unit;
+  using Row = BwdRowIndex<TPR, kGate, kDhIn>;
+  const Row rows = static_cast<Row>(p.layout.rows);
+  const Row unit = static_cast<Row>(p.unit_rows);
+  const Row unit_stride = static_cast<Row>(p.blocks) * unit;
   // The steps this CTA takes, block after block, as a stream from which the
   // ring is filled kStages - 1 steps ahead of the step being reduced, across
   // the blocks' edges: copy_next copies this thread's vectors of its rows of
   // the stream's next step into a stage as one group of copies (an empty
   // group past the last row, so that every step commits one and WaitCopies
   // counts steps).
-  int64_t copy_block = blockIdx.x;
-  UnitCursor copy = FirstUnit(copy_block, unit, rows);
+  Row copy_block = blockIdx.x;
+  UnitCursorOf<Row> copy = FirstUnit(copy_block, unit, rows);
   auto copy_next = [&](int stage) {
-    if (copy_block < p.blocks) {
+    if (copy_block < static_cast<Row>(p.blocks)) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = copy.at + (kLockstep ? group : 0) + d * kRows;
+        const Row row = copy.at + (kLockstep ? group : 0) + d * kRows;
         if (kPartialSteps && row >= copy.end) continue;
         const int64_t off = RowOffset(p.layout, row);
         const void* const src[3] = {p.x, p.dy, p.z};
@@ -730,7 +746,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           }
         }
       }
-      if (!Advance(copy, int64_t{kRows} * kDepth, unit, unit_stride, rows)) {
+      if (!Advance(copy, Row{kRows} * kDepth, unit, unit_stride, rows)) {
         copy_block += gridDim.x;
         copy = FirstUnit(copy_block, unit, rows);
       }
@@ -745,7 +761,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 
   StageWeight(p.w, p.w_fp32, vecs, wsm);
 
-  for (int64_t b = blockIdx.x; b < p.blocks; b += gridDim.x) {
+  for (Row b = blockIdx.x; b < static_cast<Row>(p.blocks); b += gridDim.x) {
     // Kahan sums: the dw total of this thread's columns and its running
     // compensation (the low part lost so far, negated).
     float total[VPT][8], comp[VPT][8];
@@ -775,11 +791,12 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // rows 0.96-0.99x, the strided views 1.005-1.009x (2026-11-30). The ring's
     // copies keep L2's default policy: marked so, the ring instances ran
     // 1.02-1.05x the time from 16384 rows.
-    auto load_step = [&](const UnitCursor& pos, uint4 (&xs)[kDepth][VPT], uint4 (&dys)[kDepth][VPT],
-                         uint4 (&zs)[kDepth][VPT], float (&rss)[kDepth]) {
+    auto load_step = [&](const UnitCursorOf<Row>& pos, uint4 (&xs)[kDepth][VPT],
+                         uint4 (&dys)[kDepth][VPT], uint4 (&zs)[kDepth][VPT],
+                         float (&rss)[kDepth]) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
-        const int64_t row = pos.at + group + d * kRows;
+        const Row row = pos.at + group + d * kRows;
         const bool active = row < pos.end;
         const int64_t off = active ? RowOffset(p.layout, row) : 0;
         LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, xs[d]);
@@ -788,13 +805,13 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (kRstdWithRows) rss[d] = active ? p.rstd[row] : 0.f;
       }
     };
-    UnitCursor step = FirstUnit(b, unit, rows);
+    UnitCursorOf<Row> step = FirstUnit(b, unit, rows);
     if (kPrefetch) load_step(step, xr, dyr, zr, rs);
     for (bool more = true; more;) {
-      UnitCursor next = step;
-      more = Advance(next, int64_t{kRows} * kDepth, unit, unit_stride, rows);
-      const int64_t base = step.at;
-      const int64_t end = step.end;
+      UnitCursorOf<Row> next = step;
+      more = Advance(next, Row{kRows} * kDepth, unit, unit_stride, rows);
+      const Row base = step.at;
+      const Row end = step.end;
       uint4 nx[kDepth][VPT], ndy[kDepth][VPT], nz[kDepth][VPT];
       float nrs[kDepth];
       const int cur = stage;  // the ring stage of this step's rows
@@ -1022,7 +1039,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (p.acc != nullptr) {
           atomicAdd(p.acc + c, sum);
         } else {
-          p.partials[b * dim + c] = sum;
+          p.partials[int64_t{b} * dim + c] = sum;
         }
       }
     } else if constexpr (kRows == 1) {
@@ -1030,7 +1047,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
-        double* dst = p.partials + b * dim + v * 8;
+        double* dst = p.partials + int64_t{b} * dim + v * 8;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const double sum = static_cast<double>(total[i][j]) - comp[i][j];
@@ -1061,7 +1078,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (p.acc != nullptr) {
           atomicAdd(p.acc + c, sum);
         } else {
-          p.partials[b * dim + c] = sum;
+          p.partials[int64_t{b} * dim + c] = sum;
         }
       }
     }

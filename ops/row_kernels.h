@@ -47,15 +47,22 @@ CAKE_HOST_DEVICE inline int64_t HeadsQuotient(const RowLayout& l, int64_t r) {
 // b * unit; Advance moves n rows on, into the block's next unit (`stride`
 // rows after this one's first) past this unit's end, and returns false once
 // past the block's last row (a unit that ends at `rows` is the last one).
-struct UnitCursor {
-  int64_t at, end;
+// Row is int64_t, or uint32_t in the kernels that count rows in 32 bits
+// (rows <= kMaxRows = 2^31): a block's next unit starts `stride` (the
+// blocks times the unit) after one that ends before `rows`, so below
+// 2 * kMaxRows.
+template <typename Row>
+struct UnitCursorOf {
+  Row at, end;
 };
-CAKE_HOST_DEVICE inline UnitCursor FirstUnit(int64_t block, int64_t unit, int64_t rows) {
-  const int64_t at = block * unit;
+using UnitCursor = UnitCursorOf<int64_t>;
+template <typename Row>
+CAKE_HOST_DEVICE inline UnitCursorOf<Row> FirstUnit(Row block, Row unit, Row rows) {
+  const Row at = block * unit;
   return {at, at + unit < rows ? at + unit : rows};
 }
-CAKE_HOST_DEVICE inline bool Advance(UnitCursor& c, int64_t n, int64_t unit, int64_t stride,
-                                     int64_t rows) {
+template <typename Row>
+CAKE_HOST_DEVICE inline bool Advance(UnitCursorOf<Row>& c, Row n, Row unit, Row stride, Row rows) {
   c.at += n;
   if (c.at < c.end) return true;
   if (c.end >= rows) return false;

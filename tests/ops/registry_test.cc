@@ -64,7 +64,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(c.threads_per_row, bwd.threads_per_row) << dim;
       ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
       ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
-      ASSERT_LE(dim * 4 + BwdRingBytes(c, gate) + BwdFoldBytes(c, dim), smem_optin) << dim;
+      for (bool dh_in : {false, true}) {
+        ASSERT_LE(dim * 4 + BwdRingBytes(c, gate, dh_in) + BwdFoldBytes(c, dim), smem_optin) << dim;
+      }
       if (c.threads_per_row <= 32) continue;
       if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
         ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
@@ -123,8 +125,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       const int per_sm = BwdThreadsPerSm(lock.vecs_per_thread);
       ASSERT_EQ(lock.ctas_per_sm(per_sm), kLockstepCtasPerSm) << dim;
       ASSERT_GT(lock.ctas_per_sm(per_sm) * lock.block + lock.threads_per_row, per_sm) << dim;
-      ASSERT_LE(dim * 4 + BwdRingBytes(lock, false) + BwdFoldBytes(lock, dim), smem_optin) << dim;
       for (bool dh_in : {false, true}) {
+        ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim), smem_optin)
+            << dim;
         const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,
                                           dh_in, lock.block);
         ASSERT_NE(k, nullptr) << dim;
@@ -247,6 +250,41 @@ TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// The 32-bit row counters of the backward (FirstUnit, Advance over
+// uint32_t) walk a block's units as the 64-bit ones do up to kMaxRows rows:
+// the first and last blocks of partitions near 2^31 rows, unit by unit,
+// with units of a step (H = 2048, 4096) and of a whole block (H = 8192).
+TEST(RowConfigTest, BackwardRowCountersIn32BitsWalkAsIn64) {
+  for (int64_t rows : {kMaxRows, kMaxRows - 5, int64_t{1} << 30, int64_t{3} << 29}) {
+    for (int64_t dim : {2048, 4096, 8192}) {
+      const RowConfig c = BackwardRowConfigOf(dim, false);
+      const int64_t step = BwdRowsPerStep(c, false);
+      const DetPartition p = DetPartitionOf(rows, dim, false);
+      const int64_t unit = BwdUnitRows(p.rows_per_block, step, dim);
+      const int64_t stride = p.partials * unit;
+      ASSERT_LE(stride, kMaxRows + unit) << rows;
+      for (int64_t b : {int64_t{0}, p.partials - 2, p.partials - 1}) {
+        UnitCursor wide = FirstUnit(b, unit, rows);
+        UnitCursorOf<uint32_t> narrow = FirstUnit<uint32_t>(
+            static_cast<uint32_t>(b), static_cast<uint32_t>(unit), static_cast<uint32_t>(rows));
+        int64_t units = 0, covered = 0;
+        for (bool more = true; more; ++units) {
+          covered += wide.end - wide.at;
+          ASSERT_EQ(int64_t{narrow.at}, wide.at) << rows << " block " << b << " unit " << units;
+          ASSERT_EQ(int64_t{narrow.end}, wide.end) << rows << " block " << b << " unit " << units;
+          more = Advance(wide, unit, unit, stride, rows);
+          const bool narrow_more =
+              Advance<uint32_t>(narrow, static_cast<uint32_t>(unit), static_cast<uint32_t>(unit),
+                                static_cast<uint32_t>(stride), static_cast<uint32_t>(rows));
+          ASSERT_EQ(narrow_more, more) << rows << " block " << b << " unit " << units;
+        }
+        ASSERT_GT(covered, 0) << rows << " block " << b;
+        ASSERT_LE(covered, p.rows_per_block) << rows << " block " << b;
       }
     }
   }
