@@ -234,7 +234,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 2304)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(65536, 2560)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.loop");
-  EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.loop");
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
   // with an FP32 weight, and up to 65536 rows with a BF16 one.
@@ -254,16 +254,47 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(fp32), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
   }
   EXPECT_EQ(forward(RowsSpec(1024, 8192)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(65537, 8192)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.flat.dense");
+  // Table .17: H = 4096 from 8192 rows with an FP32 weight, 8192..16384
+  // rows with a BF16 one; H = 6144 at 16384..24576 rows; without the fused
+  // residual, which at H = 6144 takes the flat program for 16384..65536 rows.
+  for (int64_t rows : {8191, 8192, 16384, 16385, 262144}) {
+    StepSpec bf16 = RowsSpec(rows, 4096);
+    StepSpec fp32 = bf16;
+    fp32.set_weight_dtype(FP32);
+    const bool dense_bf16 = rows >= 8192 && rows <= 16384;
+    EXPECT_EQ(forward(bf16), dense_bf16 ? "rmsnorm.fwd.flat.dense"
+                             : rows <= 8192 ? "rmsnorm.fwd.flat"
+                                            : "rmsnorm.fwd.loop")
+        << rows;
+    EXPECT_EQ(forward(fp32), rows >= 8192 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat") << rows;
+    StepSpec with_residual = fp32;
+    with_residual.set_residual(true);
+    EXPECT_EQ(forward(with_residual), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+        << rows;
+  }
+  for (int64_t rows : {16383, 16384, 24576, 24577, 65536, 65537}) {
+    StepSpec plain = RowsSpec(rows, 6144);
+    EXPECT_EQ(forward(plain), rows >= 16384 && rows <= 24576 ? "rmsnorm.fwd.flat.dense"
+                                                             : "rmsnorm.fwd.loop")
+        << rows;
+    plain.set_residual(true);
+    EXPECT_EQ(forward(plain), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
+                                                             : "rmsnorm.fwd.loop")
+        << rows;
+  }
+  StepSpec residual_8192 = RowsSpec(131072, 8192);
+  residual_8192.set_residual(true);
+  EXPECT_EQ(forward(residual_8192), "rmsnorm.fwd.loop");
   for (int64_t rows : {1, 1024, 131072}) {
     StepSpec fp32 = RowsSpec(rows, 8192);
     fp32.set_weight_dtype(FP32);
     EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.dense") << rows;
   }
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
-  StepSpec residual = RowsSpec(65536, 6144);
+  StepSpec residual = RowsSpec(131072, 6144);
   residual.set_residual(true);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.loop");
   residual.mutable_layout()->set_dim(3072);
