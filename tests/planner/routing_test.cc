@@ -244,45 +244,48 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(16897, 256)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(16384, 128)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(2048, 4096)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(2049, 4096)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(1024, 6144)), "rmsnorm.fwd.loop");
-  // At H = 6144 with an FP32 weight the flat program below 2049 rows too
-  // (as from 2049 to 8192 rows at any weight), the loop above.
-  for (int64_t rows : {1, 1024, 2048, 8193}) {
+  // At H = 6144 with an FP32 weight the flat program below 2049 rows.
+  for (int64_t rows : {1, 1024, 2048}) {
     StepSpec fp32 = RowsSpec(rows, 6144);
     fp32.set_weight_dtype(FP32);
-    EXPECT_EQ(forward(fp32), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
+    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat") << rows;
   }
   EXPECT_EQ(forward(RowsSpec(1024, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.flat.dense");
-  // Table .17: H = 4096 from 8192 rows with an FP32 weight, 8192..16384
-  // rows with a BF16 one; H = 6144 at 16384..24576 rows; without the fused
-  // residual, which at H = 6144 takes the flat program for 16384..65536 rows.
-  for (int64_t rows : {8191, 8192, 16384, 16385, 262144}) {
+  // Tables .17 and .18, without the fused residual: H = 4096 from 4096 rows
+  // with an FP32 weight, 2049..16384 rows with a BF16 one; H = 3072 at
+  // 4096..12288 rows, 5120 at 2049..12288, 6144 at 2049..24576. With the
+  // residual, H = 6144 takes the flat program for 16384..65536 rows.
+  for (int64_t rows : {2049, 4095, 4096, 16384, 16385, 262144}) {
     StepSpec bf16 = RowsSpec(rows, 4096);
     StepSpec fp32 = bf16;
     fp32.set_weight_dtype(FP32);
-    const bool dense_bf16 = rows >= 8192 && rows <= 16384;
-    EXPECT_EQ(forward(bf16), dense_bf16 ? "rmsnorm.fwd.flat.dense"
-                             : rows <= 8192 ? "rmsnorm.fwd.flat"
-                                            : "rmsnorm.fwd.loop")
-        << rows;
-    EXPECT_EQ(forward(fp32), rows >= 8192 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat") << rows;
+    EXPECT_EQ(forward(bf16), rows <= 16384 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop") << rows;
+    EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat") << rows;
     StepSpec with_residual = fp32;
     with_residual.set_residual(true);
     EXPECT_EQ(forward(with_residual), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
         << rows;
   }
-  for (int64_t rows : {16383, 16384, 24576, 24577, 65536, 65537}) {
-    StepSpec plain = RowsSpec(rows, 6144);
-    EXPECT_EQ(forward(plain), rows >= 16384 && rows <= 24576 ? "rmsnorm.fwd.flat.dense"
-                                                             : "rmsnorm.fwd.loop")
-        << rows;
-    plain.set_residual(true);
-    EXPECT_EQ(forward(plain), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
-                                                             : "rmsnorm.fwd.loop")
+  auto flat_or_loop = [](int64_t rows) {
+    return rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
+  };
+  for (int64_t rows : {2048, 2049, 4095, 4096, 12288, 12289, 24576, 24577, 65536, 65537}) {
+    for (int64_t dim : {3072, 5120, 6144}) {
+      const int64_t first = dim == 3072 ? 4096 : 2049;
+      const int64_t last = dim == 6144 ? 24576 : 12288;
+      StepSpec plain = RowsSpec(rows, dim);
+      EXPECT_EQ(forward(plain), rows >= first && rows <= last ? "rmsnorm.fwd.flat.dense"
+                                                              : flat_or_loop(rows))
+          << rows << " x " << dim;
+    }
+    StepSpec residual_6144 = RowsSpec(rows, 6144);
+    residual_6144.set_residual(true);
+    EXPECT_EQ(forward(residual_6144), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
+                                                                     : flat_or_loop(rows))
         << rows;
   }
   StepSpec residual_8192 = RowsSpec(131072, 8192);
