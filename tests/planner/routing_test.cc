@@ -167,7 +167,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   // Measured windows: the backward takes the split program up to 16384 rows
   // (below 16384 at H 1536..4096; below 4096-12288 at H = 2048, 3072, 4096
-  // and 6144..8192) and above H = 8192 in both modes, else the
+  // and 4104..8192) and above H = 8192 in both modes, else the
   // fused det program (and in the non-deterministic mode kb outside H
   // 520..4096); the forward takes the
   // looped program from 2560 (with or without the residual), the flat
@@ -182,8 +182,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
     // Below 16384 rows det.partials from 6144 rows at H = 2048, from 12288
-    // at 3072, from 4096 at 4096, from 6144 at 6144..6552 and from 4096 at
-    // 6560..8192 (two rows a ring step; tables .14, .15).
+    // at 3072, from 4096 at 4096, from 6144 at 4104..6552 (up to 16384 rows
+    // at 4104..6136, table .19) and from 4096 at 6560..8192 (two rows a ring
+    // step; tables .14, .15).
     EXPECT_EQ(backward(RowsSpec(6143, 2048, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
@@ -197,7 +198,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(4096, 6560, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(6143, 8192, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 8192, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6143, 4104, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6144, 4104, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
     // H = 1032..1536 (96 threads a row) from 8192 rows: the lockstep row
     // groups.
@@ -212,7 +215,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(65536, 1544, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.det.lockstep");
-    EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16384, 5120, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(4096, 5120, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4095, 8192, det)), "rmsnorm.bwd.split");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
@@ -255,9 +260,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.flat.dense");
-  // Tables .17 and .18, without the fused residual: H = 4096 from 4096 rows
+  // Tables .17-.19, without the fused residual: H = 4096 from 4096 rows
   // with an FP32 weight, 2049..16384 rows with a BF16 one; H = 3072 at
-  // 4096..12288 rows, 5120 at 2049..12288, 6144 at 2049..24576. With the
+  // 4096..12288 rows, 5120 at 2049..65536, 6144 at 2049..24576. With the
   // residual, H = 6144 takes the flat program for 16384..65536 rows.
   for (int64_t rows : {2049, 4095, 4096, 16384, 16385, 262144}) {
     StepSpec bf16 = RowsSpec(rows, 4096);
@@ -276,7 +281,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (int64_t rows : {2048, 2049, 4095, 4096, 12288, 12289, 24576, 24577, 65536, 65537}) {
     for (int64_t dim : {3072, 5120, 6144}) {
       const int64_t first = dim == 3072 ? 4096 : 2049;
-      const int64_t last = dim == 6144 ? 24576 : 12288;
+      const int64_t last = dim == 6144 ? 24576 : dim == 5120 ? 65536 : 12288;
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), rows >= first && rows <= last ? "rmsnorm.fwd.flat.dense"
                                                               : flat_or_loop(rows))
