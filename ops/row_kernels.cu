@@ -649,8 +649,8 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
 // (H = 1640..2048), 64 elsewhere. At 80 registers ptxas spilled 28 bytes of
 // that instance with 64-bit counters and 8 with 32-bit ones, which ran
 // [16384 | 65536 | 131072, 2048] 0.973-0.987x the time and H = 1792
-// 0.956-0.961x on the H200. In every instance they ran level or slower
-// elsewhere (the 96-thread lockstep rows 1.07-1.10x, spilling 16 bytes where
+// 0.956-0.961x on the H200. In the other instances they ran level or
+// slower (the 96-thread lockstep rows 1.07-1.10x, spilling 16 bytes where
 // they had spilled none); the 128-thread instances with the gate or dh_in
 // are not measured (bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
 template <int TPR, bool kGate, bool kDhIn>
