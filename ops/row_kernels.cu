@@ -715,6 +715,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   };
   // Block b of the partition reads units of `unit` rows: b, b + blocks,
   // b + 2 * blocks, ... (BwdUnitRows).
+  // The block count is read from the parameters where it is compared (a
+  // local copy changed the 64-bit instances' register allocation: the
+  // 96-thread one spilled 24 bytes).
   using Row = BwdRowIndex<TPR, kGate, kDhIn>;
   const Row rows = static_cast<Row>(p.layout.rows);
   const Row unit = static_cast<Row>(p.unit_rows);
