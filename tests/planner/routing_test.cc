@@ -176,7 +176,6 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_BACKWARD)->program->id);
   };
   for (bool det : {true, false}) {
-    EXPECT_EQ(backward(RowsSpec(16384, 1024, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(4095, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
@@ -190,7 +189,32 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12287, 3072, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(12288, 2560, det)), "rmsnorm.bwd.split");
+    // Table .20: the widths between, from 6144 rows at H = 520..1024 and
+    // 1544..2040, from 10240 at 2056..3064, from 4096 at 3280..4088 (the
+    // 256-thread lockstep rows, as H = 4096); 3080..3272 stays split.
+    for (int64_t dim : {520, 768, 1024}) {
+      EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+    }
+    EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
+    for (int64_t dim : {1544, 1792, 2040}) {
+      EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+    }
+    for (int64_t dim : {2056, 2560, 3064}) {
+      EXPECT_EQ(backward(RowsSpec(10239, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(10240, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+    }
+    for (int64_t dim : {3280, 3584, 4088}) {
+      EXPECT_EQ(backward(RowsSpec(4095, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(4096, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+    }
+    EXPECT_EQ(backward(RowsSpec(8192, 3200, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(8192, 3272, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 6144, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(6143, 6552, det)), "rmsnorm.bwd.split");
@@ -202,12 +226,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(6144, 4104, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
-    // H = 1032..1536 (96 threads a row) from 8192 rows: the lockstep row
-    // groups.
+    // H = 1032..1536 (96 threads a row) from 4096 rows (8192 before table
+    // .20): the lockstep row groups.
     EXPECT_EQ(backward(RowsSpec(16384, 1032, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(8192, 1280, det)), "rmsnorm.bwd.det.lockstep");
-    EXPECT_EQ(backward(RowsSpec(8191, 1536, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(8192, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(4095, 1536, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    EXPECT_EQ(backward(RowsSpec(4095, 1032, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 1032, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(49152, 1536, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(131072, 1536, det)), "rmsnorm.bwd.det.lockstep");
@@ -276,16 +302,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(with_residual), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
         << rows;
   }
-  auto flat_or_loop = [](int64_t rows) {
+  // Table .20 (without the residual): H = 3072 takes the flat program at
+  // 1024..2048 rows, H = 5120 and (BF16 weight) 6144 the dense one from
+  // 1536 rows.
+  auto flat_or_loop = [](int64_t rows, int64_t dim = 0) {
+    if (dim == 3072 && rows >= 1024 && rows <= 2048) return "rmsnorm.fwd.flat";
     return rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
   };
-  for (int64_t rows : {2048, 2049, 4095, 4096, 12288, 12289, 24576, 24577, 65536, 65537}) {
+  for (int64_t rows : {1023, 1024, 1535, 1536, 2048, 2049, 4095, 4096, 12288, 12289, 24576, 24577,
+                       65536, 65537}) {
     for (int64_t dim : {3072, 5120, 6144}) {
-      const int64_t first = dim == 3072 ? 4096 : 2049;
+      const int64_t first = dim == 3072 ? 4096 : 1536;
       const int64_t last = dim == 6144 ? 24576 : dim == 5120 ? 65536 : 12288;
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), rows >= first && rows <= last ? "rmsnorm.fwd.flat.dense"
-                                                              : flat_or_loop(rows))
+                                                              : flat_or_loop(rows, dim))
           << rows << " x " << dim;
     }
     StepSpec residual_6144 = RowsSpec(rows, 6144);
@@ -293,6 +324,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(residual_6144), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
                                                                      : flat_or_loop(rows))
         << rows;
+  }
+  // Table .20: H = 2048 with a BF16 weight takes the dense program at
+  // 4096..8192 rows (without the residual).
+  for (int64_t rows : {4095, 4096, 8192, 8193}) {
+    StepSpec bf16 = RowsSpec(rows, 2048);
+    StepSpec fp32 = bf16;
+    fp32.set_weight_dtype(FP32);
+    StepSpec with_residual = bf16;
+    with_residual.set_residual(true);
+    EXPECT_EQ(forward(bf16), rows >= 4096 && rows <= 8192 ? "rmsnorm.fwd.flat.dense"
+                                                          : "rmsnorm.fwd.flat")
+        << rows;
+    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat") << rows;
+    EXPECT_EQ(forward(with_residual), "rmsnorm.fwd.flat") << rows;
   }
   StepSpec residual_8192 = RowsSpec(131072, 8192);
   residual_8192.set_residual(true);
