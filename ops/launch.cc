@@ -309,6 +309,10 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
                                 BwdRowsPerStep(program->row_config(p.layout.dim), gate),
                                 p.layout.dim);
       p.w_fp32 = spec.weight_dtype() == FP32;
+      if (program->kernel == RowKernel::kFlat) {  // the split backward
+        p.l2_ahead_rows = SplitL2AheadRows(p.layout.rows, p.layout.dim,
+                                           p.layout.row_stride == p.layout.dim);
+      }
       // det: a partial row per block; kb: one FP64 accumulator row.
       const bool partials = program->dw_output == DwOutput::kPartials;
       CAKE_ASSIGN_OR_RETURN(

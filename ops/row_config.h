@@ -426,6 +426,23 @@ constexpr int SplitGroupsOf(const RowConfig& c, bool gate) {
   return g < 1 ? 1 : g;
 }
 
+// How far ahead of its own rows a dx CTA of the split backward prefetches
+// rows into L2 (cp.async.bulk.prefetch.L2 of x and dy, one instruction
+// each), 0 for none: 1 MB of each tensor, where a CTA-wide row holds them
+// (D > 512) in packed rows (row r at r * dim), from 4096 rows. On the H200
+// that ran 0.93-0.99x the time at 4096-16384 rows of H = 1024..8192 ([4096,
+// 2048] 24.5 -> 23.7 us, [4096, 6144] 58.7 -> 55.3; [4096, 768] 1.01x).
+// Before, by rows: 256 ahead ran 0.96-0.98x at H = 1536..3200 and 1.00-1.02x
+// at 4096..8192, where 128 ran 0.97-0.99x; at 1024 rows 0.99-1.05x (the
+// first wave of CTAs already asks for most rows), on the D = 256 views
+// 1.00-1.03x (2026-11-30, bench/results/2026-11-30-h200-bwd-flat-split-routing.txt).
+inline constexpr int64_t kSplitL2AheadBytes = int64_t{1} << 20;
+inline constexpr int64_t kSplitL2AheadMinRows = 4096;
+constexpr int64_t SplitL2AheadRows(int64_t rows, int64_t dim, bool packed) {
+  const bool on = packed && dim > 64 * kVecElems && rows >= kSplitL2AheadMinRows;
+  return on ? CeilDiv(kSplitL2AheadBytes, dim * 2) : 0;
+}
+
 // The split backward's row partition, a function of the row count only:
 // blocks of a multiple of kSplitRowsPerPartial rows (so a block is whole row
 // groups of every SplitRowConfig and SplitGroupsOf), at most

@@ -1098,8 +1098,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 // The split backward (SplitRowConfig, SplitPartitionOf): one launch of two
 // roles, in CTA order block by block of the partition: the block's dx CTAs
 // (kGroups row groups each, SplitGroupsOf, all their loads issued before
-// the first reduction; dx and dz from x, dy, z, rstd and the weight, read
-// through L1 once for all row groups), then its dw CTAs, one per 256-column
+// their row sums, which share one barrier; dx and dz from x, dy, z, rstd and
+// the weight, read through L1 once for all row groups; thread 0 first asks
+// L2 for the rows p.l2_ahead_rows past the CTA's, SplitL2AheadRows), then
+// its dw CTAs, one per 256-column
 // tile: warp k sums rows begin + k, + 8, ... in order, four rows' loads in
 // flight (two with z), with Kahan FP32 sums per column, and the 8 warps are
 // folded in FP64 in warp order into partials[block][columns]. The two roles
@@ -1115,8 +1117,8 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
-  __shared__ float scratch[2][kWarps];
-  SumScratch sums{&scratch[0][0], kWarps};
+  __shared__ float scratch[2][kGroups * kWarps];
+  SumScratch sums{&scratch[0][0], kGroups * kWarps};
   __shared__ double fold[kWarps][32 * 8];
   const int64_t rows = p.layout.rows;
   const int64_t dim = p.layout.dim;
@@ -1129,7 +1131,23 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   if (k < dx_ctas) {
     const int lane = static_cast<int>(threadIdx.x) % TPR;
     const int64_t first = block * p.rows_per_block + k * kRows * kGroups + threadIdx.x / TPR;
+    if (p.l2_ahead_rows > 0 && threadIdx.x == 0) {  // SplitL2AheadRows: packed rows
+      const int64_t ahead = first + p.l2_ahead_rows;
+      if (ahead < rows) {
+        const int64_t bytes = min(int64_t{kRows * kGroups}, rows - ahead) * dim * 2;
+        PrefetchL2(static_cast<const __nv_bfloat16*>(p.x) + ahead * dim, bytes);
+        PrefetchL2(static_cast<const __nv_bfloat16*>(p.dy) + ahead * dim, bytes);
+        if constexpr (kGate) PrefetchL2(static_cast<const __nv_bfloat16*>(p.z) + ahead * dim, bytes);
+      }
+    }
     uint4 xr[kGroups][VPT], dyr[kGroups][VPT], zr[kGroups][VPT];
+    // Each row's rstd is loaded with its rows, but where four row groups
+    // fill the registers (one vector per thread), after their row sums: with
+    // the rows, the CTA-wide instance spilled 16 bytes; after them, the
+    // instances of 2 and 4 vectors per thread (one or two row groups) ran
+    // 1.02-1.06x the time at 4096 rows on the H200.
+    constexpr bool kRstdAfterSums = kGroups == 4;
+    float rstd[kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
       const int64_t row = first + g * kRows;
@@ -1138,6 +1156,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       LoadRow<VPT, true>(p.x, off, active, lane, TPR, vecs, xr[g]);
       LoadRow<VPT, true>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
       if constexpr (kGate) LoadRow<VPT, true>(p.z, off, active, lane, TPR, vecs, zr[g]);
+      if constexpr (!kRstdAfterSums) rstd[g] = active ? p.rstd[row] : 0.f;
     }
     // The weight of this thread's columns: with several row groups, loaded
     // once for all of them (with one, kept in registers it spilled at 4
@@ -1159,13 +1178,13 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         LoadWeightL1(p.w, p.w_fp32, v, wf);
       }
     };
+    // The row sums of all row groups behind one barrier (a CTA-wide row; one
+    // per row group before: 0.97-0.98x the time at 1024 rows of H = 1536 and
+    // 2048, four row groups, on the H200).
+    float dot[kGroups];
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      const int64_t row = first + g * kRows;
-      const bool active = row < rows;
-      const int64_t off = active ? RowOffset(p.layout, row) : 0;
-      const float rstd = active ? p.rstd[row] : 0.f;
-      float dot = 0.f;
+      dot[g] = 0.f;
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * TPR;
@@ -1176,11 +1195,24 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         weight(i, v, wf);
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) dot += DotTerm(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]).s);
+        for (int j = 0; j < 8; ++j) dot[g] += DotTerm(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]).s);
       }
-      // Every thread of the CTA reaches this (a CTA-wide row synchronizes).
-      const float c = RowCoef(GroupSum<TPR>(dot, sums), rstd, 1.0f / static_cast<float>(dim));
-      if (!active) continue;
+    }
+    // Every thread of the CTA reaches this (a CTA-wide row synchronizes).
+    GroupSums<TPR, kGroups>(dot, sums);
+    if constexpr (kRstdAfterSums) {
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t row = first + g * kRows;
+        rstd[g] = row < rows ? p.rstd[row] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int64_t row = first + g * kRows;
+      if (row >= rows) continue;
+      const int64_t off = RowOffset(p.layout, row);
+      const float c = RowCoef(dot[g], rstd[g], 1.0f / static_cast<float>(dim));
 #pragma unroll
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * TPR;
@@ -1192,7 +1224,8 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         if constexpr (kGate) Unpack(zr[g][i], zf);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          ElementGrads<kGate>(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]), rstd, c, dxf[j], dzf[j]);
+          ElementGrads<kGate>(xf[j], dyf[j], wf[j], GateOf<kGate>(zf[j]), rstd[g], c, dxf[j],
+                              dzf[j]);
         }
         StoreGrads<kGate>(p, off, v, dxf, dzf);
       }

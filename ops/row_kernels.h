@@ -137,6 +137,9 @@ struct RowBackwardParams {
   // rows each: one step of the kernel, or the whole block (BwdUnitRows).
   int64_t unit_rows;
   int w_fp32;
+  // The split backward: each dx CTA asks L2 for the rows l2_ahead_rows past
+  // its own (SplitL2AheadRows), or for none (0).
+  int64_t l2_ahead_rows;
 };
 
 enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
