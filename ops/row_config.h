@@ -299,10 +299,15 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 }
 
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
-// one row group each, as the flat forward but with at most 4 vectors per
-// thread in a CTA-wide row (dim <= 8192), and dw CTAs that sum a column tile
-// of 32 vectors (256 columns) over one block of its partition
-// (SplitPartitionOf).
+// sub-warp or warp rows up to 64 vectors, two row groups of 128 threads of
+// two vectors each at 129..256 vectors (H = 1032..2048), else one CTA-wide
+// row with at most 4 vectors per thread (dim <= 8192), and dw CTAs that sum
+// a column tile of 32 vectors (256 columns) over one block of its partition
+// (SplitPartitionOf). At H = 1032..2048 the 128-thread groups ran 0.92-0.97x
+// the time of one 256-thread row of one vector per thread from 4096 rows
+// (their per-row work, the row's address, sum and coefficient, serves 16
+// columns a thread rather than 8), 0.99-1.02x at 1024-2048 rows (H200,
+// 2026-11-30).
 inline constexpr int kSplitBlock = 256;
 inline constexpr int64_t kSplitRowsPerPartial = 64;  // SplitPartitionOf
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
@@ -311,9 +316,14 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   if (vecs <= 32) return MakeRowConfig(dim, vecs <= 8 ? 8 : NextPow2(vecs));
   if (vecs <= 64) return MakeRowConfig(dim, 32);
   RowConfig c;
+  c.block = kSplitBlock;
+  if (vecs > 128 && vecs <= 256) {  // two row groups of 128 threads
+    c.threads_per_row = 128;
+    c.vecs_per_thread = 2;
+    return c;
+  }
   c.threads_per_row = kSplitBlock;
   c.vecs_per_thread = RoundVecs(CeilDiv(vecs, kSplitBlock));
-  c.block = kSplitBlock;
   return c;
 }
 

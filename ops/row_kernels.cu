@@ -1119,6 +1119,10 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   constexpr int kWarps = kSplitBlock / 32;
   __shared__ float scratch[2][kGroups * kWarps];
   SumScratch sums{&scratch[0][0], kGroups * kWarps};
+  // Row groups narrower than the CTA (128 threads): this group's warps.
+  if constexpr (TPR > 32 && TPR < kSplitBlock) {
+    sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
+  }
   __shared__ double fold[kWarps][32 * 8];
   const int64_t rows = p.layout.rows;
   const int64_t dim = p.layout.dim;
@@ -1425,7 +1429,7 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
 }
 
 #define CAKE_SPLIT_CONFIGS(X) \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(256, 1) X(256, 2) X(256, 4)
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(128, 2) X(256, 1) X(256, 2) X(256, 4)
 
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate) {
 #define CAKE_SPLIT(T, V)                                                         \
