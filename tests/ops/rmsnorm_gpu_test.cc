@@ -139,6 +139,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec residual_pairs = RowsSpec(29, 8192, true);
   residual_pairs.set_residual(true);
   residual_pairs.set_residual_grad_in(true);
+  // The gated split backward's two 128-thread row groups a CTA (H = 1032..2048).
+  StepSpec gate_split_2048 = RowsSpec(6, 2048, true);
+  gate_split_2048.set_op(RMSNORM_SILU_GATE);
   StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
   residual_fwd.set_residual(true);
   const struct {
@@ -153,6 +156,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(4099, 1536, true), "rmsnorm.bwd.split"},
       {residual_bwd, "rmsnorm.bwd.split"},
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
+      {gate_split_2048, "rmsnorm_silu_gate.bwd.split"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.cta"},
       {RowsSpec(20000, 256, true, {FORWARD}), "rmsnorm.fwd.warp.prefetch"},
