@@ -126,47 +126,52 @@ TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
 // L2 where the rows are packed, a CTA-wide row holds them and there are at
 // least 4096 (SplitL2AheadRows), else not.
 TEST(LaunchTest, SplitBackwardPrefetchesAheadOnlyWhereItPays) {
-  auto ahead = [](const StepSpec& spec) -> int64_t {
+  // The backward launch's program and the rows ahead its parameters carry.
+  struct Backward {
+    std::string program;
+    int64_t ahead = -1;
+  };
+  auto backward = [](const StepSpec& spec) {
+    Backward out;
     absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
     EXPECT_TRUE(plan.ok()) << plan.status();
-    if (!plan.ok()) return -1;
+    if (!plan.ok()) return out;
+    out.program = plan->launches(0).program();
     Bindings b;
     b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
     absl::StatusOr<KernelLaunch> k = MakeKernelLaunch(*plan, plan->launches(0), b);
     EXPECT_TRUE(k.ok()) << k.status();
-    if (!k.ok()) return -1;
+    if (!k.ok()) return out;
     RowBackwardParams p;
     EXPECT_EQ(k->params_bytes, sizeof p);
     std::memcpy(&p, k->params, sizeof p);
-    return p.l2_ahead_rows;
+    out.ahead = p.l2_ahead_rows;
+    return out;
   };
-  auto split = [](StepSpec spec) {
-    absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
-    return plan.ok() ? plan->launches(0).program() : std::string("?");
+  auto backward_only = [](StepSpec spec) {
+    spec.set_deterministic(true);
+    spec.clear_phases();
+    spec.add_phases(BACKWARD);
+    return spec;
   };
-  const StepSpec rows_2048 = testing::RowsSpec(4096, 2048, true, {BACKWARD});
-  ASSERT_EQ(split(rows_2048), "rmsnorm.bwd.split");
-  EXPECT_EQ(ahead(rows_2048), (int64_t{1} << 20) / (2048 * 2));
-  const StepSpec rows_6144 = testing::RowsSpec(4096, 6144, true, {BACKWARD});
-  ASSERT_EQ(split(rows_6144), "rmsnorm.bwd.split");
-  EXPECT_EQ(ahead(rows_6144), ((int64_t{1} << 20) + 6144 * 2 - 1) / (6144 * 2));
-  const StepSpec few = testing::RowsSpec(4095, 2048, true, {BACKWARD});
-  ASSERT_EQ(split(few), "rmsnorm.bwd.split");
-  EXPECT_EQ(ahead(few), 0);
+  const Backward rows_2048 = backward(testing::RowsSpec(4096, 2048, true, {BACKWARD}));
+  ASSERT_EQ(rows_2048.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(rows_2048.ahead, (int64_t{1} << 20) / (2048 * 2));
+  const Backward rows_6144 = backward(testing::RowsSpec(4096, 6144, true, {BACKWARD}));
+  ASSERT_EQ(rows_6144.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(rows_6144.ahead, ((int64_t{1} << 20) + 6144 * 2 - 1) / (6144 * 2));
+  const Backward few = backward(testing::RowsSpec(4095, 2048, true, {BACKWARD}));
+  ASSERT_EQ(few.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(few.ahead, 0);
   // Heads of a strided view are not packed rows; nor are D = 256 rows
   // CTA-wide.
-  StepSpec strided = testing::HeadsSpec(2048, 2, 1024, 4 * 1024, 1024);
-  strided.set_deterministic(true);
-  strided.clear_phases();
-  strided.add_phases(BACKWARD);
-  ASSERT_EQ(split(strided), "rmsnorm.bwd.split");
-  EXPECT_EQ(ahead(strided), 0);
-  StepSpec contiguous = testing::HeadsSpec(4096, 4, 256);
-  contiguous.set_deterministic(true);
-  contiguous.clear_phases();
-  contiguous.add_phases(BACKWARD);
-  ASSERT_EQ(split(contiguous), "rmsnorm.bwd.split");
-  EXPECT_EQ(ahead(contiguous), 0);
+  const Backward strided =
+      backward(backward_only(testing::HeadsSpec(2048, 2, 1024, 4 * 1024, 1024)));
+  ASSERT_EQ(strided.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(strided.ahead, 0);
+  const Backward contiguous = backward(backward_only(testing::HeadsSpec(4096, 4, 256)));
+  ASSERT_EQ(contiguous.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(contiguous.ahead, 0);
 }
 
 // A backward launch whose block is not its program's CTA (a plan saved when
