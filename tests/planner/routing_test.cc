@@ -304,19 +304,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   // Table .20 (without the residual): H = 3072 takes the flat program at
   // 1024..2048 rows, H = 5120 and (BF16 weight) 6144 the dense one from
-  // 1536 rows.
+  // 1536 rows. Table .21: below 1024 rows H = 3072 the flat program, H =
+  // 5120 and 6144 (BF16 weight) the dense one.
   auto flat_or_loop = [](int64_t rows, int64_t dim = 0) {
-    if (dim == 3072 && rows >= 1024 && rows <= 2048) return "rmsnorm.fwd.flat";
+    if (dim == 3072 && rows <= 2048) return "rmsnorm.fwd.flat";
     return rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
   };
-  for (int64_t rows : {1023, 1024, 1535, 1536, 2048, 2049, 4095, 4096, 12288, 12289, 24576, 24577,
-                       65536, 65537}) {
+  for (int64_t rows : {1, 768, 1023, 1024, 1535, 1536, 2048, 2049, 4095, 4096, 12288, 12289, 24576,
+                       24577, 65536, 65537}) {
     for (int64_t dim : {3072, 5120, 6144}) {
       const int64_t first = dim == 3072 ? 4096 : 1536;
       const int64_t last = dim == 6144 ? 24576 : dim == 5120 ? 65536 : 12288;
+      const bool dense = (rows >= first && rows <= last) || (dim != 3072 && rows <= 1023);
       StepSpec plain = RowsSpec(rows, dim);
-      EXPECT_EQ(forward(plain), rows >= first && rows <= last ? "rmsnorm.fwd.flat.dense"
-                                                              : flat_or_loop(rows, dim))
+      EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : flat_or_loop(rows, dim))
           << rows << " x " << dim;
     }
     StepSpec residual_6144 = RowsSpec(rows, 6144);
@@ -324,6 +325,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(residual_6144), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
                                                                      : flat_or_loop(rows))
         << rows;
+  }
+  // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
+  // program, 5120 the dense one, 6144 the flat one of its FP32 window; the
+  // fused residual keeps the loop.
+  for (int64_t rows : {1, 512, 1023}) {
+    for (int64_t dim : {3072, 5120, 6144}) {
+      StepSpec fp32 = RowsSpec(rows, dim);
+      fp32.set_weight_dtype(FP32);
+      EXPECT_EQ(forward(fp32), dim == 5120 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+          << rows << " x " << dim;
+      StepSpec with_residual = RowsSpec(rows, dim);
+      with_residual.set_residual(true);
+      EXPECT_EQ(forward(with_residual), "rmsnorm.fwd.loop") << rows << " x " << dim;
+    }
   }
   // Table .20: H = 2048 with a BF16 weight takes the dense program at
   // 4096..8192 rows (without the residual).
