@@ -315,7 +315,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t dim : {3072, 5120, 6144}) {
       const int64_t first = dim == 3072 ? 4096 : 1536;
       const int64_t last = dim == 6144 ? 24576 : dim == 5120 ? 65536 : 12288;
-      const bool dense = (rows >= first && rows <= last) || (dim != 3072 && rows <= 1023);
+      const bool dense = (rows >= first && rows <= last) || (dim == 5120 && rows <= 1535) ||
+                         (dim == 6144 && rows <= 1023);
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : flat_or_loop(rows, dim))
           << rows << " x " << dim;
@@ -325,6 +326,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(residual_6144), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
                                                                      : flat_or_loop(rows))
         << rows;
+  }
+  // Table .21: H = 4104..6136 (other than 5120, which has its own
+  // windows) the dense program for 2049..16384 rows without the residual.
+  for (int64_t dim : {4104, 4608, 5632, 6136}) {
+    for (int64_t rows : {2048, 2049, 16384, 16385}) {
+      StepSpec plain = RowsSpec(rows, dim);
+      const bool dense = rows >= 2049 && rows <= 16384;
+      EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop")
+          << rows << " x " << dim;
+      StepSpec with_residual = plain;
+      with_residual.set_residual(true);
+      EXPECT_EQ(forward(with_residual),
+                rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+          << rows << " x " << dim;
+    }
   }
   // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
   // program, 5120 the dense one, 6144 the flat one of its FP32 window; the
