@@ -126,20 +126,22 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   // holds the slots (FlatWeightSlots).
   const bool slots = int64_t{launch.dynamic_smem_bytes()} >=
                      FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32);
+  const bool reverse = WalksRowsFromTheLast(spec, launch);
   switch (program.kernel) {
     case RowKernel::kPersistent:
-      f = forward ? RowForwardKernel(tpr, vpt)
+      f = forward ? RowForwardKernel(tpr, vpt, reverse)
                   : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block);
       break;
     case RowKernel::kFlat:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false, slots)
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false, slots, reverse)
                   : RowBackwardSplitKernel(tpr, vpt, gate);
       break;
     case RowKernel::kFlatDense:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true, slots) : nullptr;
+      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true, slots, reverse) : nullptr;
       break;
     case RowKernel::kLoop:
-      f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim)) : nullptr;
+      f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim), reverse)
+                           : nullptr;
       break;
   }
   if (f == nullptr) {
@@ -286,6 +288,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.eps = static_cast<float>(spec.eps());
       p.w_fp32 = spec.weight_dtype() == FP32;
       p.l2_prefetch = program->l2_prefetch;
+      if (WalksRowsFromTheLast(spec, launch)) ReverseRows(p);
       k.SetParams(p);
       CAKE_RETURN_IF_ERROR(AllowDynamicSmem(k.function, k.dynamic_smem_bytes));
       break;
@@ -355,6 +358,12 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
   }
   return k;
+}
+
+bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch) {
+  if (launch.phase() != RECOMPUTE) return false;
+  const Layout& l = spec.layout();
+  return l.tokens() * std::max<int64_t>(1, l.heads()) * l.dim() * 2 > kRecomputeFromLastMinBytes;
 }
 
 bool InPhases(const Launch& launch, absl::Span<const Phase> phases) {

@@ -84,6 +84,20 @@ absl::Status CheckBindings(const Plan& plan, const Bindings& bindings);
 absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& launch,
                                               const Bindings& bindings);
 
+// Whether a launch of a plan for `spec` walks its rows from the last
+// (ReverseRows, the forward kernels' reverse instances): the recompute,
+// where its x holds more than kRecomputeFromLastMinBytes. It then first
+// reads the rows the forward before it left in L2 (x is loaded evict-last)
+// and leaves the first rows there for the backward after it, which starts
+// at them; each row's outputs are the forward's, bit for bit. On the H200
+// the checkpointed steps ran 0.93-0.99x the time from 4096 rows at H = 4096
+// and 16384 at H = 1536 ([16384, 4096] 233.5 -> 228.7 us, the recompute
+// 66.8 -> 62.2), 0.99-1.00x from 65536 rows; where x fits in L2 with y
+// (1024 rows, [4096, 1536]) 1.00-1.02x, [4096, 2048] (16 MiB) 0.99-1.00x
+// (2026-11-30, bench/results/2026-11-30-h200-recompute-from-last.txt).
+inline constexpr int64_t kRecomputeFromLastMinBytes = int64_t{16} << 20;
+bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
+
 // Whether a plan launch belongs to `phases` (empty: every phase).
 bool InPhases(const Launch& launch, absl::Span<const Phase> phases);
 

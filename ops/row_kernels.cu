@@ -52,6 +52,13 @@ __device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
   return t * l.token_stride + (r - t * l.heads) * l.head_stride;
 }
 
+// The index of row r's rstd: with kReverse the forward's layout runs from
+// the last row (ReverseRows), and rstd stays in the tensors' order.
+template <bool kReverse>
+__device__ __forceinline__ int64_t RstdIndex(const RowLayout& l, int64_t r) {
+  return kReverse ? l.rows - 1 - r : r;
+}
+
 __device__ __forceinline__ void UnpackHalves(const uint4& v, float (&f)[8]) {
   const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
 #pragma unroll
@@ -386,7 +393,7 @@ __device__ __forceinline__ void LoadRow(const void* base, int64_t off, bool acti
   }
 }
 
-template <int TPR, int VPT>
+template <int TPR, int VPT, bool kReverse>
 __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
     RowForward(const RowForwardParams p) {
   ChainedKernelPrologue();
@@ -425,11 +432,12 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
     if (p.l2_prefetch && threadIdx.x == 0 && g + 2 * gridDim.x < groups) {
       const int64_t first = (g + 2 * gridDim.x) * kRows;
       const int64_t count = min(int64_t{kRows}, rows - first);
-      PrefetchL2(static_cast<const __nv_bfloat16*>(p.x) + first * p.layout.dim,
-                 count * p.layout.dim * 2);
+      // The group's lowest address: its last row where the rows run from
+      // the last (packed rows, a stride of -dim).
+      const int64_t lowest = kReverse ? -(first + count - 1) * p.layout.dim : first * p.layout.dim;
+      PrefetchL2(static_cast<const __nv_bfloat16*>(p.x) + lowest, count * p.layout.dim * 2);
       if (p.z != nullptr) {
-        PrefetchL2(static_cast<const __nv_bfloat16*>(p.z) + first * p.layout.dim,
-                   count * p.layout.dim * 2);
+        PrefetchL2(static_cast<const __nv_bfloat16*>(p.z) + lowest, count * p.layout.dim * 2);
       }
     }
     if (p.residual != nullptr) {
@@ -481,7 +489,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
       }
       Store(y + v, Pack(out));
     }
-    if (active && lane == 0) p.rstd[row] = rstd;
+    if (active && lane == 0) p.rstd[RstdIndex<kReverse>(p.layout, row)] = rstd;
 #pragma unroll
     for (int i = 0; i < VPT; ++i) raw[i] = next[i];
   }
@@ -514,7 +522,7 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
   }
 }
 
-template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots>
+template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots, bool kReverse>
 __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
     RowForwardFlat(const RowForwardParams p) {
   ChainedKernelPrologue();
@@ -588,7 +596,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     }
     Store(y + v, Pack(out));
   }
-  if (active && lane == 0) p.rstd[row] = rstd;
+  if (active && lane == 0) p.rstd[RstdIndex<kReverse>(p.layout, row)] = rstd;
 }
 
 // The looped forward (LoopRowConfig): one row per CTA. Pass 1 loads the row
@@ -605,7 +613,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
 // with 256 threads; LoopRuntimeStride picks it). Only the kRuntimeStride
 // instance runs CTAs of kWideLoopBlock threads (LoopBlockOf).
 constexpr int LoopMaxBlock(bool runtime_stride) { return runtime_stride ? kWideLoopBlock : kLoopBlock; }
-template <bool kResidual, bool kRuntimeStride>
+template <bool kResidual, bool kRuntimeStride, bool kReverse>
 __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBlock(kRuntimeStride))
     RowForwardLoop(const RowForwardParams p) {
   ChainedKernelPrologue();
@@ -634,6 +642,9 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
   }
   ss = GroupSum<0>(ss, sums);
   const float rstd = 1.0f / sqrtf(ss / static_cast<float>(p.layout.dim) + p.eps);
+  // The reversed instance stores rstd here: at the end, with the fused
+  // residual and the run-time stride, its index spilled 8 bytes.
+  if (kReverse && threadIdx.x == 0) p.rstd[RstdIndex<kReverse>(p.layout, row)] = rstd;
   uint4* y = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.y) + off);
   const uint4* src = kResidual ? h : x;
 #pragma unroll 2
@@ -648,7 +659,7 @@ __global__ void __launch_bounds__(LoopMaxBlock(kRuntimeStride), 2048 / LoopMaxBl
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
     StoreStreaming(y + v, Pack(out));  // plain stores: 1.02x the time at H = 8192
   }
-  if (threadIdx.x == 0) p.rstd[row] = rstd;
+  if (!kReverse && threadIdx.x == 0) p.rstd[row] = rstd;
 }
 
 // The fused backward's row counters (blocks, units, rows; offsets stay
@@ -1348,9 +1359,12 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
 #define CAKE_BWD_CONFIGS(X)                                                                 \
   X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
 
-const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
-#define CAKE_FWD(T, V) \
-  if (threads_per_row == T && vecs_per_thread == V) return reinterpret_cast<const void*>(&RowForward<T, V>);
+const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse) {
+#define CAKE_FWD(T, V)                                                         \
+  if (threads_per_row == T && vecs_per_thread == V) {                          \
+    return reverse ? reinterpret_cast<const void*>(&RowForward<T, V, true>)   \
+                   : reinterpret_cast<const void*>(&RowForward<T, V, false>); \
+  }
   CAKE_FWD_CONFIGS(CAKE_FWD)
 #undef CAKE_FWD
   return nullptr;
@@ -1362,11 +1376,13 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread) {
 #define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(0, 2)
 
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
-                                 bool slots) {
+                                 bool slots, bool reverse) {
   if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads
-#define CAKE_FLAT_OF(T, V, G, D)                                               \
-  (slots ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, true>)   \
-         : reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, false>))
+#define CAKE_FLAT_OF_R(T, V, G, D, R)                                           \
+  (slots ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, true, R>) \
+         : reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, false, R>))
+#define CAKE_FLAT_OF(T, V, G, D) \
+  (reverse ? CAKE_FLAT_OF_R(T, V, G, D, true) : CAKE_FLAT_OF_R(T, V, G, D, false))
   if (dense && vecs_per_thread > 1) {
     if (gate) return nullptr;
 #define CAKE_FLAT_DENSE(T, V) \
@@ -1382,6 +1398,7 @@ const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool 
   CAKE_FLAT_CONFIGS(CAKE_FLAT)
 #undef CAKE_FLAT
 #undef CAKE_FLAT_OF
+#undef CAKE_FLAT_OF_R
   return nullptr;
 }
 
@@ -1442,13 +1459,19 @@ const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, boo
   return nullptr;
 }
 
-const void* RowForwardLoopKernel(bool residual, bool runtime_stride) {
+template <bool kReverse>
+const void* RowForwardLoopOf(bool residual, bool runtime_stride) {
   if (runtime_stride) {
-    return residual ? reinterpret_cast<const void*>(&RowForwardLoop<true, true>)
-                    : reinterpret_cast<const void*>(&RowForwardLoop<false, true>);
+    return residual ? reinterpret_cast<const void*>(&RowForwardLoop<true, true, kReverse>)
+                    : reinterpret_cast<const void*>(&RowForwardLoop<false, true, kReverse>);
   }
-  return residual ? reinterpret_cast<const void*>(&RowForwardLoop<true, false>)
-                  : reinterpret_cast<const void*>(&RowForwardLoop<false, false>);
+  return residual ? reinterpret_cast<const void*>(&RowForwardLoop<true, false, kReverse>)
+                  : reinterpret_cast<const void*>(&RowForwardLoop<false, false, kReverse>);
+}
+
+const void* RowForwardLoopKernel(bool residual, bool runtime_stride, bool reverse) {
+  return reverse ? RowForwardLoopOf<true>(residual, runtime_stride)
+                 : RowForwardLoopOf<false>(residual, runtime_stride);
 }
 
 const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }

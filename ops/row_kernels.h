@@ -107,6 +107,30 @@ struct RowForwardParams {
   int l2_prefetch;
 };
 
+// `p` walking its rows from the last: row r of the result is row
+// rows - 1 - r of `p`'s tensors (x, residual, h, z and y start at the last
+// row, the layout's strides negated; HeadsQuotient's divisor is unchanged),
+// for the kernels' reverse instances, which write rstd in the tensors'
+// order. Packed rows, contiguous and strided views alike.
+inline void ReverseRows(RowForwardParams& p) {
+  RowLayout& l = p.layout;
+  if (l.rows <= 0) return;
+  const int64_t last = l.rows - 1, token = last / l.heads;
+  const int64_t at = l.row_stride != 0
+                         ? last * l.row_stride
+                         : token * l.token_stride + (last - token * l.heads) * l.head_stride;
+  const int64_t bytes = at * 2;  // BF16
+  auto move = [bytes](auto* ptr) { return ptr == nullptr ? ptr : ptr + bytes; };
+  p.x = move(static_cast<const char*>(p.x));
+  p.residual = move(static_cast<const char*>(p.residual));
+  p.z = move(static_cast<const char*>(p.z));
+  p.h = move(static_cast<char*>(p.h));
+  p.y = move(static_cast<char*>(p.y));
+  l.token_stride = -l.token_stride;
+  l.head_stride = -l.head_stride;
+  l.row_stride = -l.row_stride;
+}
+
 // Backward over a partition of rows into blocks of up to rows_per_block
 // (whose rows come in units of unit_rows, interleaved across blocks): each
 // thread sums its rows' dw terms in FP32 with Kahan compensation, the row
@@ -173,13 +197,18 @@ struct ZeroParams {
   int64_t words;
 };
 
+// reverse: the instance for a launch whose layout runs from the last row
+// (ReverseRows): each row as the forward writes it, rstd in the tensors'
+// order. Instances of their own: a run-time flag next to the row index cost
+// the 32-register flat instances up to 16 bytes of spills.
+//
 // The kernel of a row config, or nullptr when none is built for it.
-const void* RowForwardKernel(int threads_per_row, int vecs_per_thread);
+const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse = false);
 // The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA);
 // dense: at 32 registers a thread (2048 threads per SM) at any config
 // (RowKernel::kFlatDense, no gated instances).
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
-                                 bool slots);
+                                 bool slots, bool reverse = false);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op
 // has the residual's incoming gradient (BwdDhInEarly picks an instance of
 // its own). A width of whole warps that is not a power of two runs one row
@@ -190,7 +219,7 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
 // The looped forward of LoopRowConfig (rmsnorm_train), with or without the
 // fused residual add, stepping by a constant or (LoopRuntimeStride) by
 // blockDim.x.
-const void* RowForwardLoopKernel(bool residual, bool runtime_stride);
+const void* RowForwardLoopKernel(bool residual, bool runtime_stride, bool reverse = false);
 // The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch).
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
 const void* DwReduceKernel();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ops/launch.h"
 #include "ops/shape.h"
 
 namespace cake {
@@ -72,6 +73,7 @@ std::string Explain(const Plan& plan) {
       if (l.rows_per_block() > 0) absl::StrAppend(&out, " rows/block ", l.rows_per_block());
       if (l.partials() > 0) absl::StrAppend(&out, " partials ", l.partials());
       if (!l.region().empty()) absl::StrAppend(&out, " workspace ", l.region());
+      if (WalksRowsFromTheLast(plan.spec(), l)) absl::StrAppend(&out, " rows from the last");
       absl::StrAppend(&out, after, "\n");
     }
     absl::StrAppend(&out, "      why: ", l.reason(), "\n");

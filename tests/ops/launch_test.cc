@@ -174,6 +174,95 @@ TEST(LaunchTest, SplitBackwardPrefetchesAheadOnlyWhereItPays) {
   EXPECT_EQ(contiguous.ahead, 0);
 }
 
+// The recompute walks its rows from the last (so that it starts on the rows
+// the forward left in L2, and the backward after it on the rows it leaves):
+// its launch runs the program's reverse instance on the layout ReverseRows
+// makes; the forward's runs the plain one on the tensors as bound. Checked
+// on checkpointed steps whose forwards need no dynamic shared memory
+// (raising a kernel's limit needs a device); tests/ops/rmsnorm_gpu_test.cc
+// runs every forward program both ways.
+TEST(LaunchTest, RecomputeWalksTheRowsFromTheLast) {
+  std::set<std::string> programs;
+  for (const StepSpec& spec : {testing::RowsSpec(65536, 8192, true),
+                               testing::RowsSpec(65536, 3072, true),
+                               testing::RowsSpec(16384, 6144, true)}) {
+    absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(plan->launches(0).phase(), FORWARD);
+    ASSERT_EQ(plan->launches(1).phase(), RECOMPUTE);
+    const int64_t rows = spec.layout().tokens(), dim = spec.layout().dim();
+    Bindings b;
+    b.x = reinterpret_cast<const void*>(uintptr_t{1} << 40);  // never dereferenced
+    b.y = reinterpret_cast<void*>(uintptr_t{2} << 40);
+    b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);
+    absl::StatusOr<KernelLaunch> fwd = MakeKernelLaunch(*plan, plan->launches(0), b);
+    absl::StatusOr<KernelLaunch> re = MakeKernelLaunch(*plan, plan->launches(1), b);
+    ASSERT_TRUE(fwd.ok()) << fwd.status();
+    ASSERT_TRUE(re.ok()) << re.status();
+    RowForwardParams pf, pr;
+    ASSERT_EQ(fwd->params_bytes, sizeof pf);
+    std::memcpy(&pf, fwd->params, sizeof pf);
+    std::memcpy(&pr, re->params, sizeof pr);
+    EXPECT_EQ(pf.layout.row_stride, dim);
+    EXPECT_EQ(pf.x, b.x);
+    EXPECT_EQ(pf.y, b.y);
+    EXPECT_EQ(pr.layout.row_stride, -dim);
+    const int64_t last = (rows - 1) * dim * 2;
+    EXPECT_EQ(pr.x, static_cast<const char*>(b.x) + last);
+    EXPECT_EQ(pr.y, static_cast<char*>(b.y) + last);
+    EXPECT_NE(re->function, fwd->function);
+    EXPECT_EQ(plan->launches(0).program(), plan->launches(1).program());
+    programs.insert(plan->launches(0).program());
+  }
+  EXPECT_EQ(programs.size(), 2u);  // fwd.flat.dense and fwd.loop
+}
+
+// Only the recompute walks its rows from the last, and only where its x
+// holds more than kRecomputeFromLastMinBytes (16 MiB: [4096, 2048] does
+// not, one row more does; a view counts its heads' rows).
+TEST(LaunchTest, RecomputeFromTheLastPastItsSize) {
+  Launch recompute, forward;
+  recompute.set_phase(RECOMPUTE);
+  forward.set_phase(FORWARD);
+  EXPECT_FALSE(WalksRowsFromTheLast(testing::RowsSpec(4096, 2048), recompute));
+  EXPECT_TRUE(WalksRowsFromTheLast(testing::RowsSpec(4097, 2048), recompute));
+  EXPECT_FALSE(WalksRowsFromTheLast(testing::RowsSpec(65536, 8192), forward));
+  EXPECT_FALSE(WalksRowsFromTheLast(testing::HeadsSpec(4096, 4, 256), recompute));
+  EXPECT_TRUE(WalksRowsFromTheLast(testing::HeadsSpec(4096, 24, 256, 32 * 256, 256), recompute));
+  Launch backward;
+  backward.set_phase(BACKWARD);
+  EXPECT_FALSE(WalksRowsFromTheLast(testing::RowsSpec(65536, 8192), backward));
+}
+
+// ReverseRows: row r of the reversed layout is row rows - 1 - r of the
+// tensors, on packed rows, a contiguous view and a strided one (offsets as
+// RowOffset computes them, with a plain division).
+TEST(LaunchTest, ReversedLayoutMapsRowRToTheLastRowsFirst) {
+  auto offset = [](const RowLayout& l, int64_t r) {
+    if (l.row_stride != 0) return r * l.row_stride;
+    const int64_t t = r / l.heads;
+    return t * l.token_stride + (r - t * l.heads) * l.head_stride;
+  };
+  for (const RowLayout& l :
+       {MakeRowLayout(37, 1, 64, 64, 64), MakeRowLayout(7 * 4, 4, 256, 4 * 256, 256),
+        MakeRowLayout(5 * 24, 24, 256, 32 * 256, 256), MakeRowLayout(3 * 2, 2, 8, 40, 16)}) {
+    RowForwardParams p{};
+    p.layout = l;
+    const char* base = reinterpret_cast<const char*>(uintptr_t{1} << 40);
+    p.x = base;
+    p.y = const_cast<char*>(base) + 4096;
+    ReverseRows(p);
+    std::set<int64_t> seen;
+    for (int64_t r = 0; r < l.rows; ++r) {
+      const int64_t at = (static_cast<const char*>(p.x) - base) / 2 + offset(p.layout, r);
+      EXPECT_EQ(at, offset(l, l.rows - 1 - r)) << "row " << r << " of " << l.rows;
+      seen.insert(at);
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), l.rows);
+    EXPECT_EQ(static_cast<const char*>(p.y) - static_cast<const char*>(p.x), 4096);
+  }
+}
+
 // A backward launch whose block is not its program's CTA (a plan saved when
 // the H = 2048 backward ran one 128-thread row group per CTA; it now holds
 // six, BwdBlockOf) is refused naming the field and both sizes.

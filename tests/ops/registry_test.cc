@@ -93,7 +93,12 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     if (dim <= 8192) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
     }
-    ASSERT_NE(RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread), nullptr) << dim;
+    // Every forward instance has its reverse twin (the recompute's).
+    const void* persistent = RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread);
+    ASSERT_NE(persistent, nullptr) << dim;
+    const void* persistent_rev = RowForwardKernel(fwd.threads_per_row, fwd.vecs_per_thread, true);
+    ASSERT_NE(persistent_rev, nullptr) << dim;
+    ASSERT_NE(persistent_rev, persistent) << dim;
     for (bool gate : {false, true}) {
       const RowConfig c = gate ? gated_bwd : bwd;
       for (bool dh_in : {false, true}) {
@@ -154,6 +159,14 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_NE(with, RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
                                            false, false))
           << dim;
+      for (bool slots : {false, true}) {
+        const void* fwd_rev = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread,
+                                                   gate, false, slots, true);
+        ASSERT_NE(fwd_rev, nullptr) << dim;
+        ASSERT_NE(fwd_rev, RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
+                                                false, slots))
+            << dim;
+      }
     }
     // fwd.flat.dense: an instance of its own at two vectors per thread, the
     // plain one (already at 32 registers) at one.
@@ -162,6 +175,14 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       const void* dense = RowForwardFlatKernel(ftpr, fvpt, false, true, slots);
       ASSERT_NE(dense, nullptr) << dim;
       ASSERT_EQ(dense == RowForwardFlatKernel(ftpr, fvpt, false, false, slots), fvpt == 1) << dim;
+      const void* dense_rev = RowForwardFlatKernel(ftpr, fvpt, false, true, slots, true);
+      ASSERT_NE(dense_rev, nullptr) << dim;
+      ASSERT_NE(dense_rev, dense) << dim;
+    }
+    for (bool residual : {false, true}) {
+      const void* loop_fwd = RowForwardLoopKernel(residual, LoopRuntimeStride(dim));
+      ASSERT_NE(loop_fwd, nullptr) << dim;
+      ASSERT_NE(RowForwardLoopKernel(residual, LoopRuntimeStride(dim), true), loop_fwd) << dim;
     }
     const RowConfig loop = LoopRowConfig(dim);
     ASSERT_GE(int64_t{loop.threads_per_row} * loop.vecs_per_thread * kVecElems, dim) << dim;
@@ -187,6 +208,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_LE(w.threads_per_row, 32);
       ASSERT_GE(int64_t{w.threads_per_row} * w.vecs_per_thread * kVecElems, dim) << dim;
       ASSERT_NE(RowForwardKernel(w.threads_per_row, w.vecs_per_thread), nullptr) << dim;
+      ASSERT_NE(RowForwardKernel(w.threads_per_row, w.vecs_per_thread, true), nullptr) << dim;
     }
   }
 }

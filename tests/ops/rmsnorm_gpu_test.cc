@@ -575,23 +575,61 @@ TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
 
 // --- forward -----------------------------------------------------------------------
 
+// The recompute walks its rows from the last past 16 MiB of x
+// (WalksRowsFromTheLast, ReverseRows): through every forward program, forced
+// where the table routes another, both instances write the forward's y, rstd
+// and h bit for bit, every row once (the outputs poisoned in between), over
+// row counts that leave the last row group, CTA or grid stride partial.
 TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
-  for (const StepSpec& base : {RowsSpec(4096, 6144), HeadsSpec(4096, 24, 256, 8192, 256)}) {
-    StepSpec fwd = base;
-    fwd.clear_phases();
-    fwd.add_phases(FORWARD);
-    fwd.set_residual(base.layout().heads() == 0);
-    StepSpec re = fwd;
-    re.set_phases(0, RECOMPUTE);
-    const Plan pf = MustPlan(fwd), pr = MustPlan(re);
-    const auto buf = MustBuffers(pf);
-    buf->Fill(21);
-    RunPlan(pf, buf->b);
-    const int64_t bytes = buf->elems() * 2;
-    const DeviceSnapshot y0(buf->b.y, bytes);
-    buf->Poison();
-    RunPlan(pr, buf->b);
-    EXPECT_EQ(testing::CountDiff(y0.get(), buf->b.y, bytes), 0) << Label(fwd);
+  std::vector<StepSpec> specs;
+  for (int64_t tokens : {1, 7, 4099}) {
+    for (int64_t dim : {64, 512, 2048, 6144}) specs.push_back(RowsSpec(tokens, dim, true));
+  }
+  specs.push_back(RowsSpec(40000, 256, true));  // several row groups per persistent CTA
+  specs.push_back(RowsSpec(33001, 512, true));
+  specs.push_back(RowsSpec(46593, 1536, true));
+  specs.push_back(RowsSpec(3001, 4096, true));
+  specs.back().set_residual(true);
+  specs.push_back(RowsSpec(1100, 8192, true));
+  specs.back().set_weight_dtype(FP32);
+  specs.push_back(HeadsSpec(4096, 24, 256, 8192, 256));
+  specs.push_back(HeadsSpec(33001, 4, 128));
+  specs.back().set_op(RMSNORM_SILU_GATE);
+  specs.push_back(RowsSpec(4099, 2048, true));
+  specs.back().set_op(RMSNORM_SILU_GATE);
+  std::set<std::string> ran, reversed;
+  for (const ProgramInfo& program : Programs()) {
+    if (program.stage != Stage::kForward) continue;
+    for (StepSpec spec : specs) {
+      spec.clear_phases();
+      spec.add_phases(FORWARD);
+      const Plan routed = MustPlan(spec);
+      if (!CheckSupports(program, routed.spec()).ok()) continue;  // a canonical spec
+      StepSpec re = spec;
+      re.set_phases(0, RECOMPUTE);
+      const std::string id(program.id);
+      const TargetDevice device = *TargetDevice::Current();
+      const Plan pf = testing::ForceStage(routed, id, device);
+      const Plan pr = testing::ForceStage(MustPlan(re), id, device);
+      ASSERT_EQ(pf.launches(0).program(), id);
+      ASSERT_EQ(pr.launches(0).program(), id);
+      ASSERT_EQ(pr.launches(0).phase(), RECOMPUTE);
+      const auto buf = MustBuffers(pf);
+      buf->Fill(21);
+      RunPlan(pf, buf->b);
+      const testing::Outputs forward(*buf);
+      buf->Poison();
+      RunPlan(pr, buf->b);
+      EXPECT_EQ(forward.Diff(*buf), 0) << id << " " << Label(spec);
+      ran.insert(id);
+      if (WalksRowsFromTheLast(pr.spec(), pr.launches(0))) reversed.insert(id);
+    }
+  }
+  for (const ProgramInfo& p : Programs()) {
+    if (p.stage == Stage::kForward) {
+      EXPECT_EQ(ran.count(std::string(p.id)), 1u) << p.id;
+      EXPECT_EQ(reversed.count(std::string(p.id)), 1u) << p.id << " never ran from the last";
+    }
   }
 }
 

@@ -43,6 +43,8 @@ expect "plan for other arch" 2 "plan arch = \"sm_90a\": the target device is sm_
   "$cake" explain "$tmp/qknorm_k_contiguous_t4096.binpb" --arch sm_100a
 expect "text plan" 0 "^wrote " -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.textproto"
 expect "explain text plan" 0 "rmsnorm.bwd.split" -- "$cake" explain "$tmp/p.textproto"
+expect "explain recompute order" 0 "RECOMPUTE .* rows from the last" -- \
+  "$cake" explain "$root/examples/specs/ckpt_rmsnorm_t65536_h4096.textproto"
 expect "bad extension" 2 "expected a \.binpb" -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.json"
 expect "programs" 0 "rmsnorm\.bwd\.det\.partials" -- "$cake" programs
 expect "routes" 0 "evidence: " -- "$cake" routes --arch sm_90a
