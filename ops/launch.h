@@ -90,11 +90,12 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
 // reads the rows the forward before it left in L2 (x is loaded evict-last)
 // and leaves the first rows there for the backward after it, which starts
 // at them; each row's outputs are the forward's, bit for bit. On the H200
-// the checkpointed steps ran 0.93-0.99x the time from 4096 rows at H = 4096
-// and 16384 at H = 1536 ([16384, 4096] 233.5 -> 228.7 us, the recompute
-// 66.8 -> 62.2), 0.99-1.00x from 65536 rows; where x fits in L2 with y
-// (1024 rows, [4096, 1536]) 1.00-1.02x, [4096, 2048] (16 MiB) 0.99-1.00x
-// (2026-11-30, bench/results/2026-11-30-h200-recompute-from-last.txt).
+// the suite's checkpointed steps with more than 16 MiB of x ran 0.93-0.99x
+// the time at 4096-16384 rows ([16384, 4096] 233.5 -> 228.7 us, its
+// recompute 66.8 -> 62.2) and 0.985-1.000x from 65536; with x in L2
+// alongside y (1024 rows, [4096, 1536]) 1.003-1.020x, at [4096, 2048]
+// (16 MiB) 0.99-1.00x (2026-11-30,
+// bench/results/2026-11-30-h200-recompute-from-last.txt).
 inline constexpr int64_t kRecomputeFromLastMinBytes = int64_t{16} << 20;
 bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
 
