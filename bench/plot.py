@@ -35,8 +35,9 @@ def panels(report, value, title, xlabel, path, refs, clip):
             shapes.append(r["shape"])
     by = {(r["shape"], r["op"]): r for r in rows}
     height = max(3.0, 0.22 * len(shapes) + 1.5)
-    fig, axes = plt.subplots(1, len(ops), figsize=(3.6 * len(ops) + 2.5, height), sharey=True,
-                             squeeze=False)
+    # At least 8 inches wide, so that a single op's panel still holds the title lines.
+    fig, axes = plt.subplots(1, len(ops), figsize=(max(8.0, 3.6 * len(ops) + 2.5), height),
+                             sharey=True, squeeze=False)
     ys = list(range(len(shapes)))
     for ax, op in zip(axes[0], ops):
         vals = [value(by[(s, op)]) if (s, op) in by else None for s in shapes]
@@ -60,8 +61,8 @@ def panels(report, value, title, xlabel, path, refs, clip):
     m = report["machine"]
     runs = report.get("runs", [report["date"]])
     when = runs[0] if len(runs) == 1 else f"{len(runs)} runs {runs[0]} .. {runs[-1]}"
-    fig.suptitle(f"{title}\n{m['gpu']}, driver {m['driver']}, {when}, "
-                 f"{report['timer']} spans, cold L2", fontsize=10)
+    fig.suptitle(f"{title}\n{m['gpu']}, driver {m['driver']}, {report['timer']} spans, cold L2"
+                 f"\n{when}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
