@@ -45,13 +45,6 @@ __device__ __forceinline__ void ChainedKernelPrologue() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
-__device__ __forceinline__ int64_t RowOffset(const RowLayout& l, int64_t r) {
-  // Rows at one stride (packed rows, contiguous views): no division.
-  if (l.row_stride != 0) return r * l.row_stride;
-  const int64_t t = HeadsQuotient(l, r);
-  return t * l.token_stride + (r - t * l.heads) * l.head_stride;
-}
-
 // The index of row r's rstd: with kReverse the forward's layout runs from
 // the last row (ReverseRows), and rstd stays in the tensors' order.
 template <bool kReverse>

@@ -42,6 +42,14 @@ CAKE_HOST_DEVICE inline int64_t HeadsQuotient(const RowLayout& l, int64_t r) {
   return static_cast<int64_t>((r32 * l.heads_mul) >> l.heads_shift);
 }
 
+// The element offset of row r.
+CAKE_HOST_DEVICE inline int64_t RowOffset(const RowLayout& l, int64_t r) {
+  // Rows at one stride (packed rows, contiguous views): no division.
+  if (l.row_stride != 0) return r * l.row_stride;
+  const int64_t t = HeadsQuotient(l, r);
+  return t * l.token_stride + (r - t * l.heads) * l.head_stride;
+}
+
 // A position in a backward block's rows (RowBackwardParams.unit_rows): row
 // `at` of the unit that ends at `end`. Block b's first unit starts at
 // b * unit; Advance moves n rows on, into the block's next unit (`stride`
@@ -115,11 +123,7 @@ struct RowForwardParams {
 inline void ReverseRows(RowForwardParams& p) {
   RowLayout& l = p.layout;
   if (l.rows <= 0) return;
-  const int64_t last = l.rows - 1, token = last / l.heads;
-  const int64_t at = l.row_stride != 0
-                         ? last * l.row_stride
-                         : token * l.token_stride + (last - token * l.heads) * l.head_stride;
-  const int64_t bytes = at * 2;  // BF16
+  const int64_t bytes = RowOffset(l, l.rows - 1) * 2;  // BF16
   auto move = [bytes](auto* ptr) { return ptr == nullptr ? ptr : ptr + bytes; };
   p.x = move(static_cast<const char*>(p.x));
   p.residual = move(static_cast<const char*>(p.residual));
