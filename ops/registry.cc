@@ -69,11 +69,15 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
 
 // The backward keeps the weight in shared memory as FP32, copies the next
 // rows into a ring there (BwdAsyncStages) and folds its row groups' dw sums
-// there (BwdFoldBytes).
-int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec) {
+// there (BwdFoldBytes); at least as much as keeps its CTAs per SM at the
+// config's (BwdCappedSmemBytes).
+int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec, bool gate) {
   const int64_t dim = spec.layout().dim();
-  const int64_t ring = BwdRingBytes(cfg, spec.op() == RMSNORM_SILU_GATE, spec.residual_grad_in());
-  return static_cast<int32_t>(dim * 4 + ring + BwdFoldBytes(cfg, dim));
+  const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in());
+  const int64_t needed = dim * 4 + ring + BwdFoldBytes(cfg, dim);
+  return static_cast<int32_t>(
+      BwdCappedSmemBytes(needed, cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate)),
+                         cfg.block, BwdMaxRegs(cfg.vecs_per_thread, gate)));
 }
 
 // A persistent grid over the fixed row blocks of config `cfg`'s partition.
@@ -86,7 +90,7 @@ Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevic
       int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec, gate);
   g.rows_per_block = p.rows_per_block;
   g.partials = p.partials;
   return g;
@@ -134,7 +138,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, gate);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));
   g.block = D3(cfg.block);
-  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec);
+  g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec, gate);
   return g;
 }
 

@@ -206,6 +206,36 @@ constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
   }
   return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, 1);
 }
+// Registers per backward thread: the register file over the threads an SM
+// holds, rounded down to the allocation step of 8.
+constexpr int BwdMaxRegs(int vpt, bool gate) {
+  const int regs = 65536 / BwdThreadsPerSm(vpt, gate);
+  return (regs > 255 ? 255 : regs) / 8 * 8;
+}
+// Shared memory of an SM on sm_90 (228 KB) and what the hardware keeps of
+// it per resident CTA (1 KB).
+inline constexpr int64_t kSmemPerSm = 228 * 1024;
+inline constexpr int64_t kSmemReservedPerCta = 1024;
+// The dynamic shared memory a persistent backward CTA asks for so that no
+// more than `ctas_per_sm` of them fit on an SM: `needed`, or more where
+// threads, registers and `needed` would let one more in. Its grid is one
+// wave of ctas_per_sm a SM; under a programmatic edge its CTAs start while
+// the kernel before still holds SMs, and an SM that takes one more than the
+// design runs its CTAs that much slower. At H = 2056..2560 (160 threads,
+// four a SM by design, five fit) the checkpointed [16384, 2176 | 2304 |
+// 2432] steps with an FP32 weight behind the dense forward ran 175.6,
+// 180.5, 189.1 us (the backward 103.2 against 74.3 at 2304); capped, 147.1,
+// 151.7, 159.2, and the backward alone level (H200, 2026-11-30).
+constexpr int64_t BwdCappedSmemBytes(int64_t needed, int ctas_per_sm, int block, int regs) {
+  if (block <= 0 || regs <= 0) return needed;
+  const int by_threads = 2048 / block;
+  const int by_regs = 65536 / (regs * 32 * ((block + 31) / 32));
+  const int64_t by_smem = kSmemPerSm / (needed + kSmemReservedPerCta);
+  int fits = by_threads < by_regs ? by_threads : by_regs;
+  if (by_smem < fits) fits = static_cast<int>(by_smem);
+  if (fits <= ctas_per_sm) return needed;
+  return kSmemPerSm / (ctas_per_sm + 1) - kSmemReservedPerCta + 16;
+}
 // The det.lockstep program's CTA: at 96 threads a row (BwdLockstepWidth,
 // H = 1032..1536) four row groups in lockstep, two CTAs per SM; elsewhere
 // BwdBlockOf. Routed by row count (planner/routes). On the H200, against

@@ -26,12 +26,6 @@ constexpr int MaxBlockOf(int tpr) { return tpr == 0 ? kMaxWideBlock : BlockOf(tp
 constexpr int MinBlocksOf(int tpr) {
   return MaxBlockOf(tpr) >= kThreadsPerSm ? 1 : kThreadsPerSm / MaxBlockOf(tpr);
 }
-// Registers per backward thread: the register file over the threads an SM
-// holds, rounded down to the allocation step of 8.
-constexpr int BwdMaxRegs(int vpt, bool gate) {
-  const int regs = 65536 / BwdThreadsPerSm(vpt, gate);
-  return (regs > 255 ? 255 : regs) / 8 * 8;
-}
 
 // Every kernel of a step begins here. The graphs chain consecutive kernels
 // with programmatic edges (graphs/step.cc): the next kernel's CTAs may start

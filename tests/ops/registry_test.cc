@@ -439,7 +439,9 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
 // The backward's shared memory (weight, fold or ring) fits one CTA's opt-in
 // limit, and the CTAs per SM that its grid counts as resident fit the SM's
 // shared memory together (the H200's 228 KB, 1 KB reserved per CTA), at
-// every dim, with and without z.
+// every dim, with and without z; one CTA more does not fit (threads,
+// registers or shared memory), so that an SM never holds more than the
+// grid's design (BwdCappedSmemBytes).
 TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
@@ -460,6 +462,13 @@ TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
         ASSERT_LE(ctas * (g.dynamic_smem_bytes + kReservedPerCta), kSmemPerSm)
             << program << " dim " << dim << ": " << ctas << " CTAs of " << g.dynamic_smem_bytes
             << " bytes";
+        const int64_t more = ctas + 1, warps = (cfg.block + 31) / 32;
+        const bool threads_full = more * cfg.block > 2048;
+        const bool regs_full = more * warps * 32 * BwdMaxRegs(cfg.vecs_per_thread, gate) > 65536;
+        const bool smem_full = more * (g.dynamic_smem_bytes + kReservedPerCta) > kSmemPerSm;
+        ASSERT_TRUE(threads_full || regs_full || smem_full)
+            << program << " dim " << dim << ": " << more << " CTAs of " << cfg.block
+            << " threads and " << g.dynamic_smem_bytes << " bytes fit an SM";
       }
     }
   }
