@@ -184,7 +184,7 @@ TEST(LaunchTest, SplitBackwardPrefetchesAheadOnlyWhereItPays) {
 TEST(LaunchTest, RecomputeWalksTheRowsFromTheLast) {
   std::set<std::string> programs;
   for (const StepSpec& spec : {testing::RowsSpec(65536, 8192, true),
-                               testing::RowsSpec(65536, 3072, true),
+                               testing::RowsSpec(65536, 7168, true),
                                testing::RowsSpec(16384, 6144, true)}) {
     absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
     ASSERT_TRUE(plan.ok()) << plan.status();

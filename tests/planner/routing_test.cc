@@ -263,7 +263,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   };
   EXPECT_EQ(forward(RowsSpec(131072, 2048)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(131072, 2304)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(65536, 2560)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(65537, 2560)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.loop");
   // The flat program at 32 registers: 16-lane rows where that fits one wave
@@ -316,7 +316,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       const int64_t first = dim == 3072 ? 4096 : 1536;
       const int64_t last = dim == 6144 ? 24576 : dim == 5120 ? 65536 : 12288;
       const bool dense = (rows >= first && rows <= last) || (dim == 5120 && rows <= 1535) ||
-                         (dim == 6144 && rows <= 1023);
+                         (dim == 6144 && rows <= 1023) ||
+                         (dim == 3072 && rows >= 16384 && rows <= 65536);  // table .22
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : flat_or_loop(rows, dim))
           << rows << " x " << dim;
@@ -340,6 +341,42 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(forward(with_residual),
                 rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
+    }
+  }
+  // Table .22, between the widths measured before, without the residual:
+  // the dense program at H = 2056..3064 from 4096 rows (BF16 weight) or
+  // 16384 (FP32) to 65536, and at 2568..3064 the flat one for 1024..2048
+  // rows;
+  // H = 3080..4088 the dense one for 1024..65536 rows; H = 6152..8184 for
+  // 1024..8192 rows. Elsewhere, and with the residual, the rule before: the
+  // flat program up to H = 2560, above it flat for 2049..8192 rows, else
+  // the loop.
+  auto before = [](int64_t rows, int64_t dim) {
+    if (dim <= 2560) return "rmsnorm.fwd.flat";
+    return rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
+  };
+  for (int64_t dim : {2056, 2304, 2560, 2568, 2816, 3064, 3080, 3584, 4088, 6152, 7168, 8184}) {
+    for (int64_t rows : {1023, 1024, 2048, 2049, 4095, 4096, 8192, 8193, 16383, 16384, 65536,
+                         65537}) {
+      for (DType w : {BF16, FP32}) {
+        StepSpec plain = RowsSpec(rows, dim);
+        plain.set_weight_dtype(w);
+        const char* want = before(rows, dim);
+        if (dim <= 3064 && rows >= (w == BF16 ? 4096 : 16384) && rows <= 65536) {
+          want = "rmsnorm.fwd.flat.dense";
+        } else if (dim >= 2568 && dim <= 3064 && rows >= 1024 && rows <= 2048) {
+          want = "rmsnorm.fwd.flat";
+        } else if (dim >= 3080 && dim <= 4088 && rows >= 1024 && rows <= 65536) {
+          want = "rmsnorm.fwd.flat.dense";
+        } else if (dim >= 6152 && dim <= 8184 && rows >= 1024 && rows <= 8192) {
+          want = "rmsnorm.fwd.flat.dense";
+        }
+        EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
+        StepSpec with_residual = plain;
+        with_residual.set_residual(true);
+        EXPECT_EQ(forward(with_residual), before(rows, dim))
+            << rows << " x " << dim << " " << DType_Name(w) << " residual";
+      }
     }
   }
   // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
