@@ -264,7 +264,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 2048)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(131072, 2304)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(65537, 2560)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.flat");  // table .23
+  StepSpec one_row_residual = RowsSpec(1, 2568);
+  one_row_residual.set_residual(true);
+  EXPECT_EQ(forward(one_row_residual), "rmsnorm.fwd.loop");
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.loop");
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
@@ -346,16 +349,18 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // Table .22, between the widths measured before, without the residual:
   // the dense program at H = 2056..3064 from 4096 rows (BF16 weight) or
   // 16384 (FP32) to 65536, and at 2568..3064 the flat one for 1024..2048
-  // rows;
-  // H = 3080..4088 the dense one for 1024..65536 rows; H = 6152..8184 for
-  // 1024..8192 rows. Elsewhere, and with the residual, the rule before: the
-  // flat program up to H = 2560, above it flat for 2049..8192 rows, else
-  // the loop.
+  // rows; H = 3080..4088 the dense one for 1024..65536 rows; H = 6152..8184
+  // for 1024..8192 rows. Table .23: below 1024 rows the flat program at
+  // H = 2568..4088 and the dense one at 6152..8184; the dense one at
+  // H = 10240 for 1024..16384 rows and 16384 for 1024..8192. Elsewhere, and
+  // with the residual, the rule before: the flat program up to H = 2560,
+  // above it flat for 2049..8192 rows, else the loop.
   auto before = [](int64_t rows, int64_t dim) {
     if (dim <= 2560) return "rmsnorm.fwd.flat";
     return rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
   };
-  for (int64_t dim : {2056, 2304, 2560, 2568, 2816, 3064, 3080, 3584, 4088, 6152, 7168, 8184}) {
+  for (int64_t dim :
+       {2056, 2304, 2560, 2568, 2816, 3064, 3080, 3584, 4088, 6152, 7168, 8184, 10240, 16384}) {
     for (int64_t rows : {1023, 1024, 2048, 2049, 4095, 4096, 8192, 8193, 16383, 16384, 65536,
                          65537}) {
       for (DType w : {BF16, FP32}) {
@@ -368,7 +373,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 3080 && dim <= 4088 && rows >= 1024 && rows <= 65536) {
           want = "rmsnorm.fwd.flat.dense";
-        } else if (dim >= 6152 && dim <= 8184 && rows >= 1024 && rows <= 8192) {
+        } else if (dim >= 2568 && dim <= 4088 && rows <= 1023) {
+          want = "rmsnorm.fwd.flat";
+        } else if (dim >= 6152 && dim <= 8184 && rows <= 8192) {
+          want = "rmsnorm.fwd.flat.dense";
+        } else if (rows >= 1024 && ((dim == 10240 && rows <= 16384) || (dim == 16384 && rows <= 8192))) {
           want = "rmsnorm.fwd.flat.dense";
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
