@@ -233,6 +233,7 @@ constexpr int64_t BwdCappedSmemBytes(int64_t needed, int ctas_per_sm, int block,
   const int64_t by_smem = kSmemPerSm / (needed + kSmemReservedPerCta);
   int fits = by_threads < by_regs ? by_threads : by_regs;
   if (by_smem < fits) fits = static_cast<int>(by_smem);
+  if (fits > kMaxCtasPerSm) fits = kMaxCtasPerSm;
   if (fits <= ctas_per_sm) return needed;
   return kSmemPerSm / (ctas_per_sm + 1) - kSmemReservedPerCta + 16;
 }

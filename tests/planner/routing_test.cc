@@ -377,7 +377,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 6152 && dim <= 8184 && rows <= 8192) {
           want = "rmsnorm.fwd.flat.dense";
-        } else if (rows >= 1024 && ((dim == 10240 && rows <= 16384) || (dim == 16384 && rows <= 8192))) {
+        } else if (rows >= 1024 &&
+                   ((dim == 10240 && rows <= 16384) || (dim == 16384 && rows <= 8192))) {
           want = "rmsnorm.fwd.flat.dense";
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
