@@ -69,15 +69,19 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
 
 // The backward keeps the weight in shared memory as FP32, copies the next
 // rows into a ring there (BwdAsyncStages) and folds its row groups' dw sums
-// there (BwdFoldBytes); at least as much as keeps its CTAs per SM at the
-// config's (BwdCappedSmemBytes).
-int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec, bool gate) {
+// there (BwdFoldBytes).
+BackwardSmem BackwardSmemOf(const RowConfig& cfg, const StepSpec& spec, bool gate) {
   const int64_t dim = spec.layout().dim();
   const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in());
-  const int64_t needed = dim * 4 + ring + BwdFoldBytes(cfg, dim);
-  return static_cast<int32_t>(
-      BwdCappedSmemBytes(needed, cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate)),
-                         cfg.block, BwdMaxRegs(cfg.vecs_per_thread, gate)));
+  return {dim * 4 + ring + BwdFoldBytes(cfg, dim),
+          cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate))};
+}
+// What its launch asks for: at least as much as keeps its CTAs per SM at the
+// config's (BwdCappedSmemBytes).
+int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec, bool gate) {
+  const BackwardSmem smem = BackwardSmemOf(cfg, spec, gate);
+  return static_cast<int32_t>(BwdCappedSmemBytes(smem.used, smem.ctas_per_sm, cfg.block,
+                                                 BwdMaxRegs(cfg.vecs_per_thread, gate)));
 }
 
 // A persistent grid over the fixed row blocks of config `cfg`'s partition.
@@ -265,6 +269,16 @@ const ProgramInfo* FindProgram(absl::string_view id) {
     if (p.id == id) return &p;
   }
   return nullptr;
+}
+
+std::optional<BackwardSmem> PersistentBackwardSmem(const ProgramInfo& program,
+                                                   const StepSpec& spec) {
+  if (program.stage != Stage::kBackward || program.kernel != RowKernel::kPersistent ||
+      program.row_config == nullptr) {
+    return std::nullopt;
+  }
+  return BackwardSmemOf(program.row_config(spec.layout().dim()), spec,
+                        spec.op() == RMSNORM_SILU_GATE);
 }
 
 absl::string_view StageName(Stage stage) {

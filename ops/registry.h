@@ -7,6 +7,7 @@
 #define CAKE_OPS_REGISTRY_H_
 
 #include <cstdint>
+#include <optional>
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
@@ -99,6 +100,17 @@ const ProgramInfo* FindProgram(absl::string_view id);
 absl::Status CheckSupports(const ProgramInfo& program, const StepSpec& spec);
 
 absl::string_view StageName(Stage stage);
+
+// A persistent backward's shared memory for the canonical `spec`: the bytes
+// its CTA uses (the weight, the ring and the fold) and the CTAs per SM its
+// grid counts on. Its launch asks for more where one CTA more would fit an
+// SM (BwdCappedSmemBytes). nullopt for the other programs.
+struct BackwardSmem {
+  int64_t used = 0;
+  int ctas_per_sm = 0;
+};
+std::optional<BackwardSmem> PersistentBackwardSmem(const ProgramInfo& program,
+                                                   const StepSpec& spec);
 
 }  // namespace cake
 

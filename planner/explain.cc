@@ -1,11 +1,13 @@
 #include "planner/explain.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ops/launch.h"
+#include "ops/registry.h"
 #include "ops/shape.h"
 
 namespace cake {
@@ -70,6 +72,15 @@ std::string Explain(const Plan& plan) {
       absl::StrAppend(&out, "  [", l.index(), "] ", Phase_Name(l.phase()), "  ", l.program(),
                       "  grid ", Dims(l.grid()), " block ", Dims(l.block()), " smem ",
                       l.dynamic_smem_bytes());
+      // A persistent backward's shared memory padded so that no more of its
+      // CTAs fit an SM than its grid counts on (BwdCappedSmemBytes).
+      if (const ProgramInfo* program = FindProgram(l.program()); program != nullptr) {
+        const std::optional<BackwardSmem> smem = PersistentBackwardSmem(*program, plan.spec());
+        if (smem && l.dynamic_smem_bytes() > smem->used) {
+          absl::StrAppend(&out, " (padded from ", smem->used, ": at most ", smem->ctas_per_sm,
+                          " CTAs a SM)");
+        }
+      }
       if (l.rows_per_block() > 0) absl::StrAppend(&out, " rows/block ", l.rows_per_block());
       if (l.partials() > 0) absl::StrAppend(&out, " partials ", l.partials());
       if (!l.region().empty()) absl::StrAppend(&out, " workspace ", l.region());

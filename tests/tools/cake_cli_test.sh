@@ -45,6 +45,18 @@ expect "text plan" 0 "^wrote " -- "$cake" plan "$root/examples/specs/qknorm_k_co
 expect "explain text plan" 0 "rmsnorm.bwd.split" -- "$cake" explain "$tmp/p.textproto"
 expect "explain recompute order" 0 "RECOMPUTE .* rows from the last" -- \
   "$cake" explain "$root/examples/specs/ckpt_rmsnorm_t65536_h4096.textproto"
+# A persistent backward whose CTAs would fit an SM once more than its grid
+# counts on asks for more shared memory, and explain says so (H = 2304: four
+# 160-thread CTAs a SM); at H = 4096 nothing is padded.
+printf 'op: RMSNORM\nlayout { tokens: 16384 dim: 2304 }\nphases: [BACKWARD]\n' >"$tmp/h2304.textproto"
+expect "explain padded smem" 0 "det\.partials .* smem 45686 \(padded from 39936: at most 4 CTAs a SM\)" -- \
+  "$cake" explain "$tmp/h2304.textproto"
+"$cake" explain "$root/examples/specs/ckpt_rmsnorm_t65536_h4096.textproto" >"$tmp/h4096.txt" 2>&1
+if grep -q "padded from" "$tmp/h4096.txt"; then
+  echo "FAIL explain unpadded smem: says padded"; failures=$((failures + 1))
+else
+  pass=$((pass + 1))
+fi
 expect "bad extension" 2 "expected a \.binpb" -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.json"
 expect "programs" 0 "rmsnorm\.bwd\.det\.partials" -- "$cake" programs
 expect "routes" 0 "evidence: " -- "$cake" routes --arch sm_90a
