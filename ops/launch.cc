@@ -312,6 +312,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
                                 BwdRowsPerStep(program->row_config(p.layout.dim), gate),
                                 p.layout.dim);
       p.w_fp32 = spec.weight_dtype() == FP32;
+      p.inputs_before_wait = InputsBeforeWait(spec, launch);
       if (program->kernel == RowKernel::kFlat) {  // the split backward
         p.l2_ahead_rows = SplitL2AheadRows(p.layout.rows, p.layout.dim,
                                            p.layout.row_stride == p.layout.dim);
@@ -358,6 +359,10 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
   }
   return k;
+}
+
+bool InputsBeforeWait(const StepSpec& spec, const Launch& launch) {
+  return launch.depends_on_size() > 0 && !spec.residual();
 }
 
 bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch) {

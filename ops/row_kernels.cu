@@ -29,14 +29,23 @@ constexpr int MinBlocksOf(int tpr) {
 
 // Every kernel of a step begins here. The graphs chain consecutive kernels
 // with programmatic edges (graphs/step.cc): the next kernel's CTAs may start
-// once every CTA of this one has started, and wait here until the kernels
-// before them have finished and their writes are visible, so a kernel's gap
-// to the one before is its CTAs' launch no longer. No global memory is
-// touched before the wait. Without such an edge (eager launches, the first
-// kernel) both instructions return at once.
-__device__ __forceinline__ void ChainedKernelPrologue() {
+// once every CTA of this one has started (LaunchDependents), and wait
+// (WaitForPrerequisites) until the kernels before them have finished and
+// their writes are visible, so a kernel's gap to the one before is its CTAs'
+// launch no longer. Without such an edge (eager launches, the first kernel)
+// both instructions return at once. Before the wait a kernel touches no
+// global memory but loads of the step's inputs that no kernel of the step
+// writes: the flat forward's x, z and weight, and where its launch says so
+// (InputsBeforeWait) the backward's x, dy, z and weight.
+__device__ __forceinline__ void LaunchDependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+__device__ __forceinline__ void WaitForPrerequisites() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ __forceinline__ void ChainedKernelPrologue() {
+  LaunchDependents();
+  WaitForPrerequisites();
 }
 
 // The index of row r's rstd: with kReverse the forward's layout runs from
@@ -512,7 +521,7 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
 template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots, bool kReverse>
 __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
     RowForwardFlat(const RowForwardParams p) {
-  ChainedKernelPrologue();
+  LaunchDependents();
   constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
   __shared__ float scratch[2][FlatBlockOf(TPR) / 32];
   SumScratch sums{&scratch[0][0], FlatBlockOf(TPR) / 32};
@@ -537,6 +546,12 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     }
     CommitCopies();
   }
+  // x, z and the weight, inputs that no kernel of a step writes, are in
+  // flight while the kernel before ends (the recompute's first CTAs: the
+  // checkpointed steps ran 0.91-1.00x the time with this and the backward's
+  // inputs_before_wait on the H200; a flag for it spilled the 32-register
+  // instances); h is written after the wait.
+  WaitForPrerequisites();
   if (p.residual != nullptr) {
     uint4 res[VPT];
     LoadRow<VPT>(p.residual, off, active, lane, tpr, vecs, res);
@@ -668,7 +683,8 @@ using BwdRowIndex = std::conditional_t<TPR == 128 && !kGate && !kDhIn, uint32_t,
 // for the ring's rows with dh_in bound (BwdDhInEarly).
 template <int TPR, int VPT, bool kGate, bool kDhIn = false>
 __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
-  ChainedKernelPrologue();
+  LaunchDependents();
+  if (!p.inputs_before_wait) WaitForPrerequisites();
   // TPR > 0: BwdBlockOf, or for the det.lockstep program's widths that are
   // not a power of two (instances of their own) BwdLockstepBlockOf, which is
   // BwdBlockOf at a power of two.
@@ -768,6 +784,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   }
 
   StageWeight(p.w, p.w_fp32, vecs, wsm);
+  // With inputs_before_wait the ring's first steps and the weight were
+  // loaded before it; rstd and dh_in come after.
+  if (p.inputs_before_wait) WaitForPrerequisites();
 
   for (Row b = blockIdx.x; b < static_cast<Row>(p.blocks); b += gridDim.x) {
     // Kahan sums: the dw total of this thread's columns and its running
@@ -1111,7 +1130,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 template <int TPR, int VPT, bool kGate>
 __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     RowBackwardSplit(const RowBackwardParams p) {
-  ChainedKernelPrologue();
+  LaunchDependents();
+  if (!p.inputs_before_wait) WaitForPrerequisites();
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
@@ -1158,7 +1178,15 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
       LoadRow<VPT, true>(p.x, off, active, lane, TPR, vecs, xr[g]);
       LoadRow<VPT, true>(p.dy, off, active, lane, TPR, vecs, dyr[g]);
       if constexpr (kGate) LoadRow<VPT, true>(p.z, off, active, lane, TPR, vecs, zr[g]);
-      if constexpr (!kRstdAfterSums) rstd[g] = active ? p.rstd[row] : 0.f;
+    }
+    // With inputs_before_wait the rows were loaded before it; rstd after.
+    if (p.inputs_before_wait) WaitForPrerequisites();
+    if constexpr (!kRstdAfterSums) {
+#pragma unroll
+      for (int g = 0; g < kGroups; ++g) {
+        const int64_t row = first + g * kRows;
+        rstd[g] = row < rows ? p.rstd[row] : 0.f;
+      }
     }
     // The weight of this thread's columns: with several row groups, loaded
     // once for all of them (with one, kept in registers it spilled at 4
@@ -1236,6 +1264,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   }
 
   // A dw CTA: tile k - dx_ctas of the block.
+  if (p.inputs_before_wait) WaitForPrerequisites();
   const int64_t tile = k - dx_ctas;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;

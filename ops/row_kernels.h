@@ -168,6 +168,9 @@ struct RowBackwardParams {
   // The split backward: each dx CTA asks L2 for the rows l2_ahead_rows past
   // its own (SplitL2AheadRows), or for none (0).
   int64_t l2_ahead_rows;
+  // Whether x, dy, z and the weight are loaded before the wait for the
+  // kernels before it (InputsBeforeWait).
+  int inputs_before_wait;
 };
 
 enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };

@@ -174,6 +174,41 @@ TEST(LaunchTest, SplitBackwardPrefetchesAheadOnlyWhereItPays) {
   EXPECT_EQ(contiguous.ahead, 0);
 }
 
+// A backward kernel loads its first rows before it waits for the kernels
+// before it where its launch follows another of the step and no kernel of
+// the step writes them (InputsBeforeWait): not as the first kernel, nor
+// where its x is the fused residual's h. Checked on the split program,
+// whose launch needs no dynamic shared memory (raising a kernel's limit
+// needs a device); every backward program takes the flag from the launch.
+TEST(LaunchTest, BackwardLoadsItsRowsBeforeTheWaitAfterTheRecompute) {
+  // inputs_before_wait of the spec's backward launch, or -1.
+  auto before_wait = [](const StepSpec& spec) {
+    absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    if (!plan.ok()) return -1;
+    for (const Launch& l : plan->launches()) {
+      if (l.program() != "rmsnorm.bwd.split") continue;
+      Bindings b;
+      b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+      absl::StatusOr<KernelLaunch> k = MakeKernelLaunch(*plan, l, b);
+      EXPECT_TRUE(k.ok()) << k.status();
+      if (!k.ok()) return -1;
+      RowBackwardParams p;
+      EXPECT_EQ(k->params_bytes, sizeof p);
+      std::memcpy(&p, k->params, sizeof p);
+      return p.inputs_before_wait;
+    }
+    ADD_FAILURE() << spec.ShortDebugString() << " has no split backward";
+    return -1;
+  };
+  const StepSpec ckpt = testing::RowsSpec(4096, 2048, true);
+  EXPECT_EQ(before_wait(ckpt), 1);
+  StepSpec residual = ckpt;
+  residual.set_residual(true);
+  EXPECT_EQ(before_wait(residual), 0);
+  EXPECT_EQ(before_wait(testing::RowsSpec(4096, 2048, true, {BACKWARD})), 0);
+}
+
 // The recompute walks its rows from the last (so that it starts on the rows
 // the forward left in L2, and the backward after it on the rows it leaves):
 // its launch runs the program's reverse instance on the layout ReverseRows
