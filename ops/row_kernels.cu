@@ -547,10 +547,13 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     CommitCopies();
   }
   // x, z and the weight, inputs that no kernel of a step writes, are in
-  // flight while the kernel before ends (the recompute's first CTAs: the
-  // checkpointed steps ran 0.91-1.00x the time with this and the backward's
-  // inputs_before_wait on the H200; a flag for it spilled the 32-register
-  // instances); h is written after the wait.
+  // flight while the kernel before ends (the recompute's first CTAs): with
+  // the backward's inputs_before_wait the checkpointed steps ran 0.91-1.00x
+  // the time on the H200. As a flag of the launch it spilled the dense
+  // CTA-wide instance 8 bytes (4 before); only in the reverse instances,
+  // the steps with 16 MiB of x or less ran 1.02-1.06x slower
+  // (bench/results/2026-11-30-h200-inputs-before-wait.txt). h is written
+  // after the wait.
   WaitForPrerequisites();
   if (p.residual != nullptr) {
     uint4 res[VPT];
