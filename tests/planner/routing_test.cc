@@ -177,7 +177,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   };
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(4095, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(3071, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
     // Below 16384 rows det.partials from 6144 rows at H = 2048, from 12288
@@ -209,16 +209,40 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     for (int64_t dim : {3280, 3584, 4088}) {
-      EXPECT_EQ(backward(RowsSpec(4095, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(3071, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(4096, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
+    // Table .24, without the fused residual: from 3072 rows at H =
+    // 3280..4096 and 6560..8184, and at H = 8192 with an FP32 weight; with
+    // the residual from 4096 as before, and at H = 8192 with a BF16 weight.
+    auto fp32 = [](StepSpec spec) {
+      spec.set_weight_dtype(FP32);
+      return spec;
+    };
+    auto residual = [](StepSpec spec) {
+      spec.set_residual(true);
+      return spec;
+    };
+    for (int64_t dim : {3280, 3584, 4088, 4096, 6560, 7168, 8184}) {
+      for (int64_t rows : {3072, 4095}) {
+        EXPECT_EQ(backward(RowsSpec(rows, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+        EXPECT_EQ(backward(fp32(RowsSpec(rows, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+        EXPECT_EQ(backward(residual(RowsSpec(rows, dim, det))), "rmsnorm.bwd.split") << dim;
+      }
+      EXPECT_EQ(backward(RowsSpec(3071, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(4096, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+    }
+    for (int64_t rows : {3072, 4095}) {
+      EXPECT_EQ(backward(fp32(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
+      EXPECT_EQ(backward(RowsSpec(rows, 8192, det)), "rmsnorm.bwd.split") << rows;
+    }
+    EXPECT_EQ(backward(fp32(RowsSpec(3071, 8192, det))), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3200, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3272, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 6144, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(6143, 6552, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(4095, 6560, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 6560, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(6143, 8192, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 8192, det)), "rmsnorm.bwd.det.partials");
