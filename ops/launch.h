@@ -102,8 +102,9 @@ bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
 // Whether a backward launch's kernel loads its first rows of x, dy and z
 // and the weight before it waits for the kernels of the step before it
 // (RowBackwardParams::inputs_before_wait; the fused backward: its ring's
-// first steps; the split backward: its dx CTAs' rows), so that they are in
-// flight while the recompute before it ends: where the launch follows
+// first steps where rows come through the ring, and its weight; the split
+// backward: its dx CTAs' rows), so that they are in flight while the
+// recompute before it ends: where the launch follows
 // another (depends_on) and no kernel of the step writes them, which is
 // always but for the fused residual's h (the backward's x), which the
 // forward and the recompute write. The first kernel of a graph waits for
