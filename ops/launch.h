@@ -104,10 +104,10 @@ bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
 // (RowBackwardParams::inputs_before_wait; the fused backward: its ring's
 // first steps where rows come through the ring, and its weight; the split
 // backward: its dx CTAs' rows), so that they are in flight while the
-// recompute before it ends: where the launch follows
-// another (depends_on) and no kernel of the step writes them, which is
-// always but for the fused residual's h (the backward's x), which the
-// forward and the recompute write. The first kernel of a graph waits for
+// recompute before it ends: where the launch follows another (depends_on)
+// and no kernel of the step writes them, which is always but for the fused
+// residual's h (the backward's x), which the forward and the recompute
+// write. The first kernel of a graph waits for
 // nothing; there, loads first ran the backward 1.00-1.02x the time on the
 // H200. The flat forward loads x, z and the weight before its wait always:
 // no kernel of a step writes them, and as a flag of its launch it spilled.

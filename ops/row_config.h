@@ -206,16 +206,18 @@ constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
   }
   return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, 1);
 }
+// An sm_90 SM: its resident threads, its 32-bit registers, its shared
+// memory (228 KB) and what the hardware keeps of that per resident CTA.
+inline constexpr int kSmMaxThreads = 2048;
+inline constexpr int kSmRegisters = 65536;
+inline constexpr int64_t kSmemPerSm = 228 * 1024;
+inline constexpr int64_t kSmemReservedPerCta = 1024;
 // Registers per backward thread: the register file over the threads an SM
 // holds, rounded down to the allocation step of 8.
 constexpr int BwdMaxRegs(int vpt, bool gate) {
-  const int regs = 65536 / BwdThreadsPerSm(vpt, gate);
+  const int regs = kSmRegisters / BwdThreadsPerSm(vpt, gate);
   return (regs > 255 ? 255 : regs) / 8 * 8;
 }
-// Shared memory of an SM on sm_90 (228 KB) and what the hardware keeps of
-// it per resident CTA (1 KB).
-inline constexpr int64_t kSmemPerSm = 228 * 1024;
-inline constexpr int64_t kSmemReservedPerCta = 1024;
 // The dynamic shared memory a persistent backward CTA asks for so that no
 // more than `ctas_per_sm` of them fit on an SM: `needed`, or more where
 // threads, registers and `needed` would let one more in. Its grid is one
@@ -228,8 +230,8 @@ inline constexpr int64_t kSmemReservedPerCta = 1024;
 // 151.7, 159.2, and the backward alone level (H200, 2026-11-30).
 constexpr int64_t BwdCappedSmemBytes(int64_t needed, int ctas_per_sm, int block, int regs) {
   if (block <= 0 || regs <= 0) return needed;
-  const int by_threads = 2048 / block;
-  const int by_regs = 65536 / (regs * 32 * ((block + 31) / 32));
+  const int by_threads = kSmMaxThreads / block;
+  const int by_regs = kSmRegisters / (regs * 32 * ((block + 31) / 32));
   const int64_t by_smem = kSmemPerSm / (needed + kSmemReservedPerCta);
   int fits = by_threads < by_regs ? by_threads : by_regs;
   if (by_smem < fits) fits = static_cast<int>(by_smem);
