@@ -788,8 +788,14 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 
   StageWeight(p.w, p.w_fp32, vecs, wsm);
   // With inputs_before_wait the ring's first steps and the weight were
-  // loaded before it; rstd and dh_in come after.
-  if (p.inputs_before_wait) WaitForPrerequisites();
+  // loaded before it; rstd and dh_in come after. Where a block's first step
+  // is loaded into registers ahead of its loop (kPrefetch, no ring), the
+  // CTA's first block loads its rows before the wait (below).
+  bool wait_pending = p.inputs_before_wait;
+  if (!kPrefetch && wait_pending) {
+    WaitForPrerequisites();
+    wait_pending = false;
+  }
 
   for (Row b = blockIdx.x; b < static_cast<Row>(p.blocks); b += gridDim.x) {
     // Kahan sums: the dw total of this thread's columns and its running
@@ -821,9 +827,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
     // rows 0.96-0.99x, the strided views 1.005-1.009x (2026-11-30). The ring's
     // copies keep L2's default policy: marked so, the ring instances ran
     // 1.02-1.05x the time from 16384 rows.
+    // Without with_rstd only the rows (a constant at each call).
     auto load_step = [&](const UnitCursorOf<Row>& pos, uint4 (&xs)[kDepth][VPT],
                          uint4 (&dys)[kDepth][VPT], uint4 (&zs)[kDepth][VPT],
-                         float (&rss)[kDepth]) {
+                         float (&rss)[kDepth], bool with_rstd) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
         const Row row = pos.at + group + d * kRows;
@@ -832,11 +839,30 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, xs[d]);
         LoadRow<VPT, false, true>(p.dy, off, active, lane, tpr, vecs, dys[d]);
         LoadRow<VPT, false, true>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
-        if (kRstdWithRows) rss[d] = active ? p.rstd[row] : 0.f;
+        if (kRstdWithRows && with_rstd) rss[d] = active ? p.rstd[row] : 0.f;
       }
     };
     UnitCursorOf<Row> step = FirstUnit(b, unit, rows);
-    if (kPrefetch) load_step(step, xr, dyr, zr, rs);
+    if (kPrefetch && !wait_pending) {
+      load_step(step, xr, dyr, zr, rs, true);
+    } else if (kPrefetch) {
+      // The CTA's first step after another kernel: its rows before the
+      // wait, their rstd after (the gate's warp rows: the gated 260x48x128
+      // step ran 0.94x the time on the H200). Where every step's rows go
+      // to registers, the D = 256 views' backward ran 1.01-1.02x the time
+      // with that branch in each step's loads, and L1 prefetches before the
+      // wait gained less (bench/results/2026-11-30-h200-bwd-rows-before-wait.txt).
+      load_step(step, xr, dyr, zr, rs, false);
+      WaitForPrerequisites();
+      wait_pending = false;
+      if constexpr (kRstdWithRows) {
+#pragma unroll
+        for (int d = 0; d < kDepth; ++d) {
+          const Row row = step.at + group + d * kRows;
+          rs[d] = row < step.end ? p.rstd[row] : 0.f;
+        }
+      }
+    }
     for (bool more = true; more;) {
       UnitCursorOf<Row> next = step;
       more = Advance(next, Row{kRows} * kDepth, unit, unit_stride, rows);
@@ -853,9 +879,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         WaitCopies<kStages - 1>();
         stage = stage + 1 == kStages ? 0 : stage + 1;
       } else if (kPrefetch) {
-        load_step(next, nx, ndy, nz, nrs);
+        load_step(next, nx, ndy, nz, nrs, true);
       } else {
-        load_step(step, xr, dyr, zr, rs);
+        load_step(step, xr, dyr, zr, rs, true);
       }
 
       // This thread's vectors of row group d of the step from the ring (cur),
