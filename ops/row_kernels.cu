@@ -1293,7 +1293,6 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   }
 
   // A dw CTA: tile k - dx_ctas of the block.
-  if (p.inputs_before_wait) WaitForPrerequisites();
   const int64_t tile = k - dx_ctas;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -1303,9 +1302,47 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   float total[8], comp[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) total[j] = comp[j] = 0.f;
+  constexpr int kBatch = kGate ? 2 : 4;  // rows of a warp in flight
+  int64_t from = begin + warp;  // the loop's first batch
+  if (p.inputs_before_wait) {
+    // The first batch's rows before the wait, their rstd after it, summed
+    // as the loop below sums a batch.
+    const int64_t r0 = v < vecs ? from : end;
+    uint4 xr[kBatch], dyr[kBatch], zr[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t r = r0 + b * kWarps;
+      const bool in = r < end;
+      const int64_t off = in ? RowOffset(p.layout, r) : 0;
+      xr[b] = LoadCached(p.x, off, v, in);
+      dyr[b] = LoadCached(p.dy, off, v, in);
+      if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
+    }
+    WaitForPrerequisites();
+    float rs[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) rs[b] = r0 + b * kWarps < end ? p.rstd[r0 + b * kWarps] : 0.f;
+    float batch[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) batch[j] = -comp[j];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (r0 + b * kWarps >= end) break;
+      float xf[8], dyf[8], zf[8] = {};
+      Unpack(xr[b], xf);
+      Unpack(dyr[b], dyf);
+      if constexpr (kGate) Unpack(zr[b], zf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        batch[j] = DwTermPlus<kGate>(xf[j], dyf[j], GateOf<kGate>(zf[j]).s, rs[b], batch[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) KahanAdd(batch[j], total[j], comp[j]);
+    from += kBatch * kWarps;
+  }
   if (v < vecs) {
-    constexpr int kBatch = kGate ? 2 : 4;  // rows of a warp in flight
-    for (int64_t first = begin + warp; first < end; first += kBatch * kWarps) {
+    for (int64_t first = from; first < end; first += kBatch * kWarps) {
       uint4 xr[kBatch], dyr[kBatch], zr[kBatch];
       float rs[kBatch];
 #pragma unroll

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -353,6 +354,55 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   residual.set_residual_grad_in(true);
   ExpectBitwiseDeterministic(residual);
   ExpectBitwiseDeterministic(HeadsSpec(4096, 24, 256, 32 * 256, 256));
+}
+
+// The backward after the recompute issues loads of its first rows before the
+// wait for it (InputsBeforeWait): the ring's first steps, the split
+// program's dx rows and its dw CTAs' first batch (summed ahead of their
+// loop), the gated warp rows' first step. Its dx, dz and dw must equal, bit
+// for bit, those of the same backward as a plan's only phase, which waits
+// first, on the rstd the checkpointed step's forward wrote.
+TEST_F(GpuTest, BackwardAfterTheRecomputeMatchesTheBackwardAloneBitwise) {
+  std::vector<StepSpec> specs = {RowsSpec(1024, 2048), RowsSpec(16384, 2048),
+                                 HeadsSpec(4096, 24, 256, 32 * 256, 256)};
+  for (int64_t tokens : {260, 1031}) {
+    StepSpec gate = HeadsSpec(tokens, 48, 128);
+    gate.set_op(RMSNORM_SILU_GATE);
+    specs.push_back(gate);
+  }
+  for (StepSpec spec : specs) {
+    spec.set_deterministic(true);
+    StepSpec alone = spec;
+    alone.clear_phases();
+    alone.add_phases(BACKWARD);
+    spec.clear_phases();
+    for (Phase p : {FORWARD, RECOMPUTE, BACKWARD}) spec.add_phases(p);
+    const Plan step = MustPlan(spec);
+    const Plan bwd = MustPlan(alone);
+    const Launch& chained = step.launches(2);
+    ASSERT_EQ(chained.phase(), BACKWARD) << Label(spec);
+    ASSERT_EQ(chained.program(), bwd.launches(0).program()) << Label(spec);
+    ASSERT_TRUE(InputsBeforeWait(step.spec(), chained)) << Label(spec);
+    ASSERT_FALSE(InputsBeforeWait(bwd.spec(), bwd.launches(0))) << Label(spec);
+    ASSERT_LE(bwd.workspace_bytes(), step.workspace_bytes()) << Label(spec);
+    const auto buf = MustBuffers(step);
+    buf->Fill(5, spec.op() == RMSNORM ? 3.f : 30.f);
+    RunPlan(step, buf->b);
+    const int64_t bytes = buf->elems() * 2;
+    const DeviceSnapshot dx(buf->b.dx, bytes);
+    std::unique_ptr<DeviceSnapshot> dz;
+    if (buf->b.dz != nullptr) dz = std::make_unique<DeviceSnapshot>(buf->b.dz, bytes);
+    const std::vector<float> dw = buf->Dw();
+    buf->Poison();  // dx, dz; dw as NaN
+    CUDA_OK(cudaMemset(buf->b.dw, 0xff, spec.layout().dim() * (spec.dw_dtype() == FP32 ? 4 : 2)));
+    RunPlan(bwd, buf->b);
+    EXPECT_EQ(testing::CountDiff(dx.get(), buf->b.dx, bytes), 0) << Label(spec) << ": dx";
+    if (dz) {
+      EXPECT_EQ(testing::CountDiff(dz->get(), buf->b.dz, bytes), 0) << Label(spec) << ": dz";
+    }
+    const std::vector<float> again = buf->Dw();
+    EXPECT_EQ(std::memcmp(again.data(), dw.data(), dw.size() * 4), 0) << Label(spec) << ": dw";
+  }
 }
 
 // The looped forward in place of the routed one: within budget over dims,
