@@ -1141,6 +1141,35 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   }
 }
 
+// A dw CTA of the split backward adds its warp's batch of rows first, first
+// + kWarps, ... (those from `end` on left out) to its Kahan sums: the batch's
+// terms summed in FP32 (up to 4, from -comp), then added to the Kahan sums
+// once: 0.97-1.01x the time of a Kahan step per term on the H200, most rows
+// 0.98-0.99x (2026-11-30). zr: the gate only.
+template <bool kGate, int kBatch, int kWarps>
+__device__ __forceinline__ void AddDwBatch(const uint4 (&xr)[kBatch], const uint4 (&dyr)[kBatch],
+                                           const uint4 (&zr)[kBatch], const float (&rs)[kBatch],
+                                           int64_t first, int64_t end, float (&total)[8],
+                                           float (&comp)[8]) {
+  float batch[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) batch[j] = -comp[j];
+#pragma unroll
+  for (int b = 0; b < kBatch; ++b) {
+    if (first + b * kWarps >= end) break;
+    float xf[8], dyf[8], zf[8] = {};
+    Unpack(xr[b], xf);
+    Unpack(dyr[b], dyf);
+    if constexpr (kGate) Unpack(zr[b], zf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      batch[j] = DwTermPlus<kGate>(xf[j], dyf[j], GateOf<kGate>(zf[j]).s, rs[b], batch[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) KahanAdd(batch[j], total[j], comp[j]);
+}
+
 // The split backward (SplitRowConfig, SplitPartitionOf): one launch of two
 // roles, in CTA order block by block of the partition: the block's dx CTAs
 // (kGroups row groups each, SplitGroupsOf, all their loads issued before
@@ -1322,23 +1351,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     float rs[kBatch];
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) rs[b] = r0 + b * kWarps < end ? p.rstd[r0 + b * kWarps] : 0.f;
-    float batch[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) batch[j] = -comp[j];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (r0 + b * kWarps >= end) break;
-      float xf[8], dyf[8], zf[8] = {};
-      Unpack(xr[b], xf);
-      Unpack(dyr[b], dyf);
-      if constexpr (kGate) Unpack(zr[b], zf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        batch[j] = DwTermPlus<kGate>(xf[j], dyf[j], GateOf<kGate>(zf[j]).s, rs[b], batch[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) KahanAdd(batch[j], total[j], comp[j]);
+    AddDwBatch<kGate, kBatch, kWarps>(xr, dyr, zr, rs, r0, end, total, comp);
     from += kBatch * kWarps;
   }
   if (v < vecs) {
@@ -1355,26 +1368,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
         rs[b] = in ? p.rstd[r] : 0.f;
       }
-      // The batch's terms summed in FP32 (up to 4, from -comp), then added
-      // to the Kahan sums once: 0.97-1.01x the time of a Kahan step per
-      // term on the H200, most rows 0.98-0.99x (2026-11-30).
-      float batch[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) batch[j] = -comp[j];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (first + b * kWarps >= end) break;
-        float xf[8], dyf[8], zf[8] = {};
-        Unpack(xr[b], xf);
-        Unpack(dyr[b], dyf);
-        if constexpr (kGate) Unpack(zr[b], zf);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          batch[j] = DwTermPlus<kGate>(xf[j], dyf[j], GateOf<kGate>(zf[j]).s, rs[b], batch[j]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) KahanAdd(batch[j], total[j], comp[j]);
+      AddDwBatch<kGate, kBatch, kWarps>(xr, dyr, zr, rs, first, end, total, comp);
     }
   }
 #pragma unroll
