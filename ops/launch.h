@@ -101,16 +101,19 @@ bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
 
 // Whether a backward launch's kernel loads its first rows of x, dy and z
 // and the weight before it waits for the kernels of the step before it
-// (RowBackwardParams::inputs_before_wait; the fused backward: its ring's
-// first steps where rows come through the ring, and its weight; the split
-// backward: its dx CTAs' rows), so that they are in flight while the
-// recompute before it ends: where the launch follows another (depends_on)
-// and no kernel of the step writes them, which is always but for the fused
-// residual's h (the backward's x), which the forward and the recompute
-// write. The first kernel of a graph waits for
-// nothing; there, loads first ran the backward 1.00-1.02x the time on the
-// H200. The flat forward loads x, z and the weight before its wait always:
-// no kernel of a step writes them, and as a flag of its launch it spilled.
+// (RowBackwardParams::inputs_before_wait), so that they are in flight while
+// the recompute before it ends; rstd and dh_in come after the wait. The
+// fused backward loads its ring's first steps, or, where a block's first
+// step goes to registers ahead of its loop (the gated and D = 264..512 warp
+// rows), the CTA's first step, and stages its weight; the split backward
+// loads its dx CTAs' rows and its dw CTAs' first batch. True where the
+// launch follows another (depends_on) and no kernel of the step writes
+// those inputs, which is always but for the fused residual's h (the
+// backward's x), which the forward and the recompute write. The first
+// kernel of a graph waits for nothing; there, loads first ran the backward
+// 1.00-1.02x the time on the H200. The flat forward loads x, z and the
+// weight before its wait always: no kernel of a step writes them, and as a
+// flag of its launch it spilled.
 bool InputsBeforeWait(const StepSpec& spec, const Launch& launch);
 
 // Whether a plan launch belongs to `phases` (empty: every phase).
