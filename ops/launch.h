@@ -104,8 +104,8 @@ bool WalksRowsFromTheLast(const StepSpec& spec, const Launch& launch);
 // (RowBackwardParams::inputs_before_wait), so that they are in flight while
 // the recompute before it ends; rstd and dh_in come after the wait. The
 // fused backward loads its ring's first steps, or, where a block's first
-// step goes to registers ahead of its loop (the gated and D = 264..512 warp
-// rows), the CTA's first step, and stages its weight; the split backward
+// step goes to registers ahead of its loop (the warp rows up to D = 512,
+// gated or not), the CTA's first step, and stages its weight; the split backward
 // loads its dx CTAs' rows and its dw CTAs' first batch. True where the
 // launch follows another (depends_on) and no kernel of the step writes
 // those inputs, which is always but for the fused residual's h (the

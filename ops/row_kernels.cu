@@ -709,6 +709,12 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   constexpr bool kPartialSteps = kLockstep || kDepth > 1;
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
+  // Whether a block's first step is loaded into registers ahead of its
+  // loop: with kPrefetch, and in the ungated warp rows (three row groups a
+  // step, each next step's loads issued at the end of the step before). The
+  // instances of 4 vectors per thread load each step at its start (ahead of
+  // the loop, the gated ones spilled 120 bytes more).
+  constexpr bool kFirstStepAhead = kPrefetch || (kStages == 0 && kRstdWithRows);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
   // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
@@ -789,10 +795,10 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   StageWeight(p.w, p.w_fp32, vecs, wsm);
   // With inputs_before_wait the ring's first steps and the weight were
   // loaded before it; rstd and dh_in come after. Where a block's first step
-  // is loaded into registers ahead of its loop (kPrefetch, no ring), the
-  // CTA's first block loads its rows before the wait (below).
+  // is loaded into registers ahead of its loop (kFirstStepAhead), the CTA's
+  // first block loads its rows before the wait (below).
   bool wait_pending = p.inputs_before_wait;
-  if (!kPrefetch && wait_pending) {
+  if (!kFirstStepAhead && wait_pending) {
     WaitForPrerequisites();
     wait_pending = false;
   }
@@ -843,15 +849,17 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       }
     };
     UnitCursorOf<Row> step = FirstUnit(b, unit, rows);
-    if (kPrefetch && !wait_pending) {
+    if (kFirstStepAhead && !wait_pending) {
       load_step(step, xr, dyr, zr, rs, true);
-    } else if (kPrefetch) {
+    } else if (kFirstStepAhead) {
       // The CTA's first step after another kernel: its rows before the
       // wait, their rstd after (the gate's warp rows: the gated 260x48x128
-      // step ran 0.94x the time on the H200). Where every step's rows go
-      // to registers, the D = 256 views' backward ran 1.01-1.02x the time
-      // with that branch in each step's loads, and L1 prefetches before the
-      // wait gained less (bench/results/2026-11-30-h200-bwd-rows-before-wait.txt).
+      // step ran 0.94x the time on the H200; the D = 256 views' checkpointed
+      // steps up to 16384 tokens 0.988-0.998x, their backward alone level).
+      // With this branch in every step's loads instead, the views' backward
+      // ran 1.01-1.02x the time, and L1 prefetches before the wait gained
+      // less (bench/results/2026-11-30-h200-bwd-rows-before-wait.txt,
+      // ...-dw-reduce-tail.txt).
       load_step(step, xr, dyr, zr, rs, false);
       WaitForPrerequisites();
       wait_pending = false;
@@ -880,7 +888,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         stage = stage + 1 == kStages ? 0 : stage + 1;
       } else if (kPrefetch) {
         load_step(next, nx, ndy, nz, nrs, true);
-      } else {
+      } else if (!kFirstStepAhead) {
         load_step(step, xr, dyr, zr, rs, true);
       }
 
@@ -1064,6 +1072,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
           }
           rs[d] = nrs[d];
         }
+      } else if (kFirstStepAhead && more) {
+        load_step(next, xr, dyr, zr, rs, true);  // the next step, after this one
       }
       step = next;
     }
