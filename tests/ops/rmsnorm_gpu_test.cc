@@ -359,9 +359,10 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
 // The backward after the recompute issues loads of its first rows before the
 // wait for it (InputsBeforeWait): the ring's first steps, the split
 // program's dx rows and its dw CTAs' first batch (summed ahead of their
-// loop), the gated warp rows' first step. Its dx, dz and dw must equal, bit
-// for bit, those of the same backward as a plan's only phase, which waits
-// first, on the rstd the checkpointed step's forward wrote.
+// loop), the warp rows' first step (gated D = 128, the D = 256 view). Its
+// dx, dz and dw must equal, bit for bit, those of the same backward as a
+// plan's only phase, which waits first, on the rstd the checkpointed step's
+// forward wrote.
 TEST_F(GpuTest, BackwardAfterTheRecomputeMatchesTheBackwardAloneBitwise) {
   std::vector<StepSpec> specs = {RowsSpec(1024, 2048), RowsSpec(16384, 2048),
                                  HeadsSpec(4096, 24, 256, 32 * 256, 256)};
