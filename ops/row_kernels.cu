@@ -1156,6 +1156,25 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
 // terms summed in FP32 (up to 4, from -comp), then added to the Kahan sums
 // once: 0.97-1.01x the time of a Kahan step per term on the H200, most rows
 // 0.98-0.99x (2026-11-30). zr: the gate only.
+// Vector v of a dw CTA's warp's batch of rows first, first + kWarps, ...
+// (zeros from `end` on), through the read-only path, and with kRstd their
+// rstd (else rs is left as it is). zr: the gate only.
+template <bool kGate, int kBatch, int kWarps, bool kRstd>
+__device__ __forceinline__ void LoadDwBatch(const RowBackwardParams& p, int64_t first, int64_t end,
+                                            int64_t v, uint4 (&xr)[kBatch], uint4 (&dyr)[kBatch],
+                                            uint4 (&zr)[kBatch], float (&rs)[kBatch]) {
+#pragma unroll
+  for (int b = 0; b < kBatch; ++b) {
+    const int64_t r = first + b * kWarps;
+    const bool in = r < end;
+    const int64_t off = in ? RowOffset(p.layout, r) : 0;
+    xr[b] = LoadCached(p.x, off, v, in);
+    dyr[b] = LoadCached(p.dy, off, v, in);
+    if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
+    if constexpr (kRstd) rs[b] = in ? p.rstd[r] : 0.f;
+  }
+}
+
 template <bool kGate, int kBatch, int kWarps>
 __device__ __forceinline__ void AddDwBatch(const uint4 (&xr)[kBatch], const uint4 (&dyr)[kBatch],
                                            const uint4 (&zr)[kBatch], const float (&rs)[kBatch],
@@ -1348,17 +1367,9 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     // as the loop below sums a batch.
     const int64_t r0 = v < vecs ? from : end;
     uint4 xr[kBatch], dyr[kBatch], zr[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int64_t r = r0 + b * kWarps;
-      const bool in = r < end;
-      const int64_t off = in ? RowOffset(p.layout, r) : 0;
-      xr[b] = LoadCached(p.x, off, v, in);
-      dyr[b] = LoadCached(p.dy, off, v, in);
-      if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
-    }
-    WaitForPrerequisites();
     float rs[kBatch];
+    LoadDwBatch<kGate, kBatch, kWarps, false>(p, r0, end, v, xr, dyr, zr, rs);
+    WaitForPrerequisites();
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) rs[b] = r0 + b * kWarps < end ? p.rstd[r0 + b * kWarps] : 0.f;
     AddDwBatch<kGate, kBatch, kWarps>(xr, dyr, zr, rs, r0, end, total, comp);
@@ -1368,16 +1379,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     for (int64_t first = from; first < end; first += kBatch * kWarps) {
       uint4 xr[kBatch], dyr[kBatch], zr[kBatch];
       float rs[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t r = first + b * kWarps;
-        const bool in = r < end;
-        const int64_t off = in ? RowOffset(p.layout, r) : 0;
-        xr[b] = LoadCached(p.x, off, v, in);
-        dyr[b] = LoadCached(p.dy, off, v, in);
-        if constexpr (kGate) zr[b] = LoadCached(p.z, off, v, in);
-        rs[b] = in ? p.rstd[r] : 0.f;
-      }
+      LoadDwBatch<kGate, kBatch, kWarps, true>(p, first, end, v, xr, dyr, zr, rs);
       AddDwBatch<kGate, kBatch, kWarps>(xr, dyr, zr, rs, first, end, total, comp);
     }
   }
