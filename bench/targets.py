@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Checks a `cake bench` suite run against the speed targets, with the peers' latest times.
+
+Cake's times and copy fractions come from one `cake bench --json` report (the suite run).
+The peers' times come from `bench/peers.py --json` reports: for each shape and op the best
+peer within the accuracy budget, from the newest report (by its `date`) that has the row,
+since the peers' own times move from process to process. The targets, per row:
+
+  fwd   >= 1.00x the best peer, and >= 0.93 of copy where x and y hold >= 5x the L2
+  bwd   >= 1.08x the best peer, and >= 0.90 of copy there
+  ckpt  >= 1.05x the best peer (ckpt.cast too)
+  T <= 4096 tokens: >= 1.20x the best peer
+  bwd where the best peer moves under 0.70 of copy: >= 1.40x
+
+For each row that misses a speedup target the table gives the fraction of copy bandwidth
+Cake would need to meet it (Cake's fraction x target / speedup): above about 1.0 a row
+needs more than the run's device-to-device copy moves.
+
+  python3 bench/targets.py CAKE_BENCH.json PEERS.json [MORE.json ...] [--all] [--md FILE]
+"""
+import argparse
+import json
+import sys
+
+L2_BYTES = 60 * 1000 * 1000  # the H200's L2, as BENCH.md counts it
+LARGE_BYTES = 5 * L2_BYTES
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def op_kind(op):
+    """'ckpt.cast @prog' -> 'ckpt'."""
+    return op.split(" @")[0].split(".")[0]
+
+
+def best_peer(row, copy_gbps):
+    """(us, name, fraction of copy) of the fastest peer within budget, or None."""
+    best = None
+    for impl in row.get("impls", []):
+        name = impl.get("name", "")
+        if name.startswith("cake") or not impl.get("within_budget", True):
+            continue
+        us = impl.get("median_us")
+        if not us:
+            continue
+        if best is None or us < best[0]:
+            frac = row["bytes"] / (us * 1e-6) / (copy_gbps * 1e9) if copy_gbps else 0.0
+            best = (us, name, frac)
+    return best
+
+
+def latest_peers(paths):
+    """{(shape, op): (us, name, fraction, report path, date)}, newest report per row."""
+    peers = {}
+    for path in paths:
+        report = load(path)
+        date = report.get("date", "")
+        for row in report.get("rows", []):
+            key = (row.get("shape", ""), row.get("op", "").split(" @")[0])
+            best = best_peer(row, report.get("copy_gbps", 0.0))
+            if best is None:
+                continue
+            if key not in peers or date >= peers[key][4]:
+                peers[key] = best + (path, date)
+    return peers
+
+
+def targets_of(row, kind, peer_fraction):
+    """[(name, required speedup)] of the speedup targets that apply to a row."""
+    out = {"fwd": [("fwd 1.00x", 1.00)], "bwd": [("bwd 1.08x", 1.08)],
+           "ckpt": [("ckpt 1.05x", 1.05)]}.get(kind, [])
+    tokens = int(row["spec"]["layout"]["tokens"])
+    if tokens <= 4096:
+        out.append(("T<=4096 1.2x", 1.20))
+    if kind == "bwd" and peer_fraction < 0.70:
+        out.append(("weak peer 1.4x", 1.40))
+    return out
+
+
+def check(cake, peers):
+    rows = []
+    for row in cake.get("rows", []):
+        op = row.get("op", "").split(" @")[0]
+        key = (row.get("shape", ""), op)
+        kind = op_kind(op)
+        us = row.get("cake_us")
+        frac = row.get("copy_fraction", 0.0)
+        out = {"shape": key[0], "op": op, "cake_us": us, "fraction": frac,
+               "aa": row.get("aa_floor", 0.0), "misses": [], "peer": None}
+        # Copy-fraction targets at the large rows (x and y of 5x the L2 and more).
+        tokens = int(row["spec"]["layout"]["tokens"])
+        heads = int(row["spec"]["layout"].get("heads", 0) or 1)
+        dim = int(row["spec"]["layout"]["dim"])
+        if 4 * tokens * heads * dim >= LARGE_BYTES:
+            floor = {"fwd": 0.93, "bwd": 0.90}.get(kind)
+            if floor and frac < floor:
+                out["misses"].append((f"{kind} {floor:.2f} of copy", None))
+        peer = peers.get(key)
+        if peer is not None and us:
+            speedup = peer[0] / us
+            out["peer"] = peer
+            out["speedup"] = speedup
+            for name, need in targets_of(row, kind, peer[2]):
+                if speedup < need:
+                    out["misses"].append((name, frac * need / speedup))
+        rows.append(out)
+    return rows
+
+
+def render(rows, show_all):
+    lines = ["| shape | op | Cake us | best peer us | peer's report | speedup | Cake of copy "
+             "| peer of copy | missed | of copy needed |",
+             "|---|---|---:|---:|---|---:|---:|---:|---|---:|"]
+    for r in rows:
+        if not r["misses"] and not show_all:
+            continue
+        p = r["peer"]
+        needs = [n for _, n in r["misses"] if n is not None]
+        lines.append("| {} | {} | {:.1f} | {} | {} | {} | {:.3f} | {} | {} | {} |".format(
+            r["shape"], r["op"], r["cake_us"],
+            f"{p[0]:.1f}" if p else "-",
+            p[3].rsplit("/", 1)[-1] if p else "-",
+            f"{r['speedup']:.3f}" if p else "-",
+            r["fraction"],
+            f"{p[2]:.3f}" if p else "-",
+            ", ".join(n for n, _ in r["misses"]) or "none",
+            f"{max(needs):.2f}" if needs else "-"))
+    return "\n".join(lines)
+
+
+def summary(rows):
+    with_peer = [r for r in rows if r["peer"] is not None]
+    missed = [r for r in rows if r["misses"]]
+    beyond = [r for r in missed
+              if any(n is not None and n > 1.0 for _, n in r["misses"])]
+    out = [f"{len(rows)} rows, {len(with_peer)} with a peer time; "
+           f"{len(missed)} miss a target, {len(rows) - len(missed)} meet every target "
+           "that applies (rows without a peer time: the copy targets only)."]
+    names = sorted({n for r in rows for n, _ in r["misses"]})
+    for name in names:
+        hit = [r for r in rows if any(n == name for n, _ in r["misses"])]
+        out.append(f"  {name}: missed on {len(hit)} rows")
+    out.append(f"{len(beyond)} of the {len(missed)} rows would need more than the run's copy "
+               "speed to meet their speedup target (of copy needed > 1.00).")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cake", help="a `cake bench --json` report (the suite run)")
+    ap.add_argument("peers", nargs="+", help="`bench/peers.py --json` reports")
+    ap.add_argument("--all", action="store_true", help="list every row, not only misses")
+    ap.add_argument("--md", help="also write the table and the summary to this file")
+    args = ap.parse_args(argv)
+    try:
+        cake = load(args.cake)
+        peers = latest_peers(args.peers)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"targets.py: {e}", file=sys.stderr)
+        return 2
+    if not cake.get("rows"):
+        print(f"targets.py: {args.cake} has no rows", file=sys.stderr)
+        return 2
+    rows = check(cake, peers)
+    head = (f"Cake: {args.cake} ({cake.get('date', '?')}, copy {cake.get('copy_gbps', 0):.0f} "
+            f"GB/s); peers: the newest of {len(args.peers)} reports per row.\n\n")
+    text = head + render(rows, args.all) + "\n\n" + summary(rows) + "\n"
+    print(text, end="")
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
