@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Checks a `cake bench` suite run against the speed targets, with the peers' latest times.
 
-Cake's times and copy fractions come from one `cake bench --json` report (the suite run).
-The peers' times come from `bench/peers.py --json` reports: for each shape and op the best
-peer within the accuracy budget, from the newest report (by its `date`) that has the row,
-since the peers' own times move from process to process. The targets, per row:
+The rows come from one `cake bench --json` report (the suite run). A row's times come from
+the newest `bench/peers.py --json` report (by its `date`) that has it: Cake's time in that
+run and the fastest peer within the accuracy budget, so that each ratio is from one run (the
+peers' times move from process to process). Reports whose L2 flush lacks the evict-last
+scrub are left out (--any-flush takes them too). A row without a peer time keeps the suite
+run's figures and only the copy targets. The targets, per row:
 
   fwd   >= 1.00x the best peer, and >= 0.93 of copy where x and y hold >= 5x the L2
   bwd   >= 1.08x the best peer, and >= 0.90 of copy there
@@ -16,7 +18,8 @@ For each row that misses a speedup target the table gives the fraction of copy b
 Cake would need to meet it (Cake's fraction x target / speedup): above about 1.0 a row
 needs more than the run's device-to-device copy moves.
 
-  python3 bench/targets.py CAKE_BENCH.json PEERS.json [MORE.json ...] [--all] [--md FILE]
+  python3 bench/targets.py CAKE_BENCH.json PEERS.json [MORE.json ...] [--all] [--any-flush]
+                           [--md FILE]
 """
 import argparse
 import json
@@ -36,35 +39,52 @@ def op_kind(op):
     return op.split(" @")[0].split(".")[0]
 
 
-def best_peer(row, copy_gbps):
-    """(us, name, fraction of copy) of the fastest peer within budget, or None."""
+def fraction(row, us, copy_gbps):
+    """The fraction of the run's copy bandwidth that moving the row's bytes in `us` takes."""
+    return row["bytes"] / (us * 1e-6) / (copy_gbps * 1e9) if copy_gbps and us else 0.0
+
+
+def peer_figures(row, copy_gbps):
+    """Cake's time in the harness and the fastest peer within budget, or None."""
+    cake = next((i for i in row.get("impls", []) if i.get("name") == "cake"), None)
     best = None
     for impl in row.get("impls", []):
         name = impl.get("name", "")
-        if name.startswith("cake") or not impl.get("within_budget", True):
-            continue
         us = impl.get("median_us")
-        if not us:
+        if name.startswith("cake") or not impl.get("within_budget", True) or not us:
             continue
         if best is None or us < best[0]:
-            frac = row["bytes"] / (us * 1e-6) / (copy_gbps * 1e9) if copy_gbps else 0.0
-            best = (us, name, frac)
-    return best
+            best = (us, name)
+    if cake is None or not cake.get("median_us") or best is None:
+        return None
+    return {"cake_us": cake["median_us"], "fraction": fraction(row, cake["median_us"], copy_gbps),
+            "peer_us": best[0], "peer": best[1],
+            "peer_fraction": fraction(row, best[0], copy_gbps)}
 
 
-def latest_peers(paths):
-    """{(shape, op): (us, name, fraction, report path, date)}, newest report per row."""
+def current_protocol(report):
+    """Whether the report's L2 flush scrubs lines kept with the evict-last policy first:
+    a flush without the scrub leaves the lines that torch.compile's kernels load with that
+    policy in L2 (README, Performance), so peer times before it are of a partly warm L2."""
+    return "scrub" in (report.get("l2_flush") or "")
+
+
+def latest_peers(paths, any_flush=False):
+    """{(shape, op): peer_figures + report path and date}, newest report per row; only
+    reports of the current flush unless any_flush."""
     peers = {}
     for path in paths:
         report = load(path)
+        if not any_flush and not current_protocol(report):
+            continue
         date = report.get("date", "")
         for row in report.get("rows", []):
             key = (row.get("shape", ""), row.get("op", "").split(" @")[0])
-            best = best_peer(row, report.get("copy_gbps", 0.0))
-            if best is None:
+            figures = peer_figures(row, report.get("copy_gbps", 0.0))
+            if figures is None:
                 continue
-            if key not in peers or date >= peers[key][4]:
-                peers[key] = best + (path, date)
+            if key not in peers or date >= peers[key]["date"]:
+                peers[key] = dict(figures, path=path, date=date)
     return peers
 
 
@@ -81,29 +101,31 @@ def targets_of(row, kind, peer_fraction):
 
 
 def check(cake, peers):
+    """Each suite row's figures and missed targets. Where a peer report has the row, Cake's
+    time and fraction of copy are the harness's of that run (a ratio from one run), else
+    the suite run's."""
     rows = []
     for row in cake.get("rows", []):
         op = row.get("op", "").split(" @")[0]
         key = (row.get("shape", ""), op)
         kind = op_kind(op)
-        us = row.get("cake_us")
-        frac = row.get("copy_fraction", 0.0)
-        out = {"shape": key[0], "op": op, "cake_us": us, "fraction": frac,
-               "aa": row.get("aa_floor", 0.0), "misses": [], "peer": None}
+        peer = peers.get(key)
+        us = peer["cake_us"] if peer else row.get("cake_us")
+        frac = peer["fraction"] if peer else row.get("copy_fraction", 0.0)
+        out = {"shape": key[0], "op": op, "cake_us": us, "fraction": frac, "misses": [],
+               "peer": peer}
         # Copy-fraction targets at the large rows (x and y of 5x the L2 and more).
-        tokens = int(row["spec"]["layout"]["tokens"])
-        heads = int(row["spec"]["layout"].get("heads", 0) or 1)
-        dim = int(row["spec"]["layout"]["dim"])
-        if 4 * tokens * heads * dim >= LARGE_BYTES:
+        layout = row["spec"]["layout"]
+        tokens = int(layout["tokens"])
+        heads = int(layout.get("heads", 0) or 1)
+        if 4 * tokens * heads * int(layout["dim"]) >= LARGE_BYTES:
             floor = {"fwd": 0.93, "bwd": 0.90}.get(kind)
             if floor and frac < floor:
                 out["misses"].append((f"{kind} {floor:.2f} of copy", None))
-        peer = peers.get(key)
-        if peer is not None and us:
-            speedup = peer[0] / us
-            out["peer"] = peer
+        if peer is not None:
+            speedup = peer["peer_us"] / us
             out["speedup"] = speedup
-            for name, need in targets_of(row, kind, peer[2]):
+            for name, need in targets_of(row, kind, peer["peer_fraction"]):
                 if speedup < need:
                     out["misses"].append((name, frac * need / speedup))
         rows.append(out)
@@ -111,7 +133,7 @@ def check(cake, peers):
 
 
 def render(rows, show_all):
-    lines = ["| shape | op | Cake us | best peer us | peer's report | speedup | Cake of copy "
+    lines = ["| shape | op | Cake us | best peer us | report | speedup | Cake of copy "
              "| peer of copy | missed | of copy needed |",
              "|---|---|---:|---:|---|---:|---:|---:|---|---:|"]
     for r in rows:
@@ -121,11 +143,11 @@ def render(rows, show_all):
         needs = [n for _, n in r["misses"] if n is not None]
         lines.append("| {} | {} | {:.1f} | {} | {} | {} | {:.3f} | {} | {} | {} |".format(
             r["shape"], r["op"], r["cake_us"],
-            f"{p[0]:.1f}" if p else "-",
-            p[3].rsplit("/", 1)[-1] if p else "-",
+            f"{p['peer_us']:.1f}" if p else "-",
+            p["path"].rsplit("/", 1)[-1] if p else "-",
             f"{r['speedup']:.3f}" if p else "-",
             r["fraction"],
-            f"{p[2]:.3f}" if p else "-",
+            f"{p['peer_fraction']:.3f}" if p else "-",
             ", ".join(n for n, _ in r["misses"]) or "none",
             f"{max(needs):.2f}" if needs else "-"))
     return "\n".join(lines)
@@ -153,11 +175,14 @@ def main(argv=None):
     ap.add_argument("cake", help="a `cake bench --json` report (the suite run)")
     ap.add_argument("peers", nargs="+", help="`bench/peers.py --json` reports")
     ap.add_argument("--all", action="store_true", help="list every row, not only misses")
+    ap.add_argument("--any-flush", action="store_true",
+                    help="also take peer times from reports whose flush has no evict-last scrub")
     ap.add_argument("--md", help="also write the table and the summary to this file")
     args = ap.parse_args(argv)
     try:
         cake = load(args.cake)
-        peers = latest_peers(args.peers)
+        peers = latest_peers(args.peers, args.any_flush)
+        pre_scrub = [p for p in args.peers if not current_protocol(load(p))]
     except (OSError, ValueError, KeyError) as e:
         print(f"targets.py: {e}", file=sys.stderr)
         return 2
@@ -165,8 +190,12 @@ def main(argv=None):
         print(f"targets.py: {args.cake} has no rows", file=sys.stderr)
         return 2
     rows = check(cake, peers)
-    head = (f"Cake: {args.cake} ({cake.get('date', '?')}, copy {cake.get('copy_gbps', 0):.0f} "
-            f"GB/s); peers: the newest of {len(args.peers)} reports per row.\n\n")
+    used = len(args.peers) - (0 if args.any_flush else len(pre_scrub))
+    head = (f"Rows: {args.cake} ({cake.get('date', '?')}, copy {cake.get('copy_gbps', 0):.0f} "
+            f"GB/s); Cake and its peers: the newest of {used} peer reports per row")
+    if pre_scrub and not args.any_flush:
+        head += f" ({len(pre_scrub)} report(s) of a flush without the evict-last scrub left out)"
+    head += ".\n\n"
     text = head + render(rows, args.all) + "\n\n" + summary(rows) + "\n"
     print(text, end="")
     if args.md:
