@@ -40,7 +40,7 @@ def op_kind(op):
 
 
 def fraction(row, us, copy_gbps):
-    """The fraction of the run's copy bandwidth that moving the row's bytes in `us` takes."""
+    """The fraction of the run's copy bandwidth reached by moving the row's bytes in `us`."""
     return row["bytes"] / (us * 1e-6) / (copy_gbps * 1e9) if copy_gbps and us else 0.0
 
 
