@@ -111,7 +111,7 @@ def check(cake, peers):
         kind = op_kind(op)
         peer = peers.get(key)
         us = peer["cake_us"] if peer else row.get("cake_us")
-        frac = peer["fraction"] if peer else row.get("copy_fraction", 0.0)
+        frac = peer["fraction"] if peer else row.get("copy_fraction") or 0.0
         out = {"shape": key[0], "op": op, "cake_us": us, "fraction": frac, "misses": [],
                "peer": peer}
         # Copy-fraction targets at the large rows (x and y of 5x the L2 and more).
@@ -122,7 +122,7 @@ def check(cake, peers):
             floor = {"fwd": 0.93, "bwd": 0.90}.get(kind)
             if floor and frac < floor:
                 out["misses"].append((f"{kind} {floor:.2f} of copy", None))
-        if peer is not None:
+        if peer is not None and us:
             speedup = peer["peer_us"] / us
             out["speedup"] = speedup
             for name, need in targets_of(row, kind, peer["peer_fraction"]):
@@ -141,8 +141,8 @@ def render(rows, show_all):
             continue
         p = r["peer"]
         needs = [n for _, n in r["misses"] if n is not None]
-        lines.append("| {} | {} | {:.1f} | {} | {} | {} | {:.3f} | {} | {} | {} |".format(
-            r["shape"], r["op"], r["cake_us"],
+        lines.append("| {} | {} | {} | {} | {} | {} | {:.3f} | {} | {} | {} |".format(
+            r["shape"], r["op"], f"{r['cake_us']:.1f}" if r["cake_us"] else "-",
             f"{p['peer_us']:.1f}" if p else "-",
             p["path"].rsplit("/", 1)[-1] if p else "-",
             f"{r['speedup']:.3f}" if p else "-",
@@ -183,13 +183,16 @@ def main(argv=None):
         cake = load(args.cake)
         peers = latest_peers(args.peers, args.any_flush)
         pre_scrub = [p for p in args.peers if not current_protocol(load(p))]
-    except (OSError, ValueError, KeyError) as e:
+        if not cake.get("rows"):
+            print(f"targets.py: {args.cake} has no rows", file=sys.stderr)
+            return 2
+        rows = check(cake, peers)
+    except (OSError, ValueError) as e:
         print(f"targets.py: {e}", file=sys.stderr)
         return 2
-    if not cake.get("rows"):
-        print(f"targets.py: {args.cake} has no rows", file=sys.stderr)
+    except (KeyError, TypeError) as e:
+        print(f"targets.py: a report lacks a field of bench.proto's rows: {e}", file=sys.stderr)
         return 2
-    rows = check(cake, peers)
     used = len(args.peers) - (0 if args.any_flush else len(pre_scrub))
     head = (f"Rows: {args.cake} ({cake.get('date', '?')}, copy {cake.get('copy_gbps', 0):.0f} "
             f"GB/s); Cake and its peers: the newest of {used} peer reports per row")

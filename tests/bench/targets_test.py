@@ -124,4 +124,14 @@ with tempfile.TemporaryDirectory() as tmp:
     check("a missing report: exit 2", rc_missing == 2, rc_missing)
     check("the missing report is named", "none.json" in err.getvalue(), err.getvalue())
 
+    # A suite row without its spec: a clear error, not a traceback.
+    broken = os.path.join(tmp, "broken.json")
+    with open(broken, "w") as f:
+        json.dump({"rows": [{"shape": BIG, "op": "fwd", "cake_us": 1.0}]}, f)
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        rc_broken = targets.main([broken, paths["newer"]])
+    check("a row without its spec: exit 2", rc_broken == 2, rc_broken)
+    check("the missing field is named", "'spec'" in err.getvalue(), err.getvalue())
+
 check.finish()
