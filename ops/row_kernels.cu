@@ -1151,11 +1151,6 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   }
 }
 
-// A dw CTA of the split backward adds its warp's batch of rows first, first
-// + kWarps, ... (those from `end` on left out) to its Kahan sums: the batch's
-// terms summed in FP32 (up to 4, from -comp), then added to the Kahan sums
-// once: 0.97-1.01x the time of a Kahan step per term on the H200, most rows
-// 0.98-0.99x (2026-11-30). zr: the gate only.
 // Vector v of a dw CTA's warp's batch of rows first, first + kWarps, ...
 // (zeros from `end` on), through the read-only path, and with kRstd their
 // rstd (else rs is left as it is). zr: the gate only.
@@ -1175,6 +1170,11 @@ __device__ __forceinline__ void LoadDwBatch(const RowBackwardParams& p, int64_t 
   }
 }
 
+// A dw CTA of the split backward adds its warp's batch of rows first, first
+// + kWarps, ... (those from `end` on left out) to its Kahan sums: the batch's
+// terms summed in FP32 (up to 4, from -comp), then added to the Kahan sums
+// once: 0.97-1.01x the time of a Kahan step per term on the H200, most rows
+// 0.98-0.99x (2026-11-30). zr: the gate only.
 template <bool kGate, int kBatch, int kWarps>
 __device__ __forceinline__ void AddDwBatch(const uint4 (&xr)[kBatch], const uint4 (&dyr)[kBatch],
                                            const uint4 (&zr)[kBatch], const float (&rs)[kBatch],
