@@ -39,27 +39,16 @@ def op_kind(op):
     return op.split(" @")[0].split(".")[0]
 
 
-def fraction(row, us, copy_gbps):
-    """The fraction of the run's copy bandwidth reached by moving the row's bytes in `us`."""
-    return row["bytes"] / (us * 1e-6) / (copy_gbps * 1e9) if copy_gbps and us else 0.0
-
-
-def peer_figures(row, copy_gbps):
-    """Cake's time in the harness and the fastest peer within budget, or None."""
-    cake = next((i for i in row.get("impls", []) if i.get("name") == "cake"), None)
-    best = None
-    for impl in row.get("impls", []):
-        name = impl.get("name", "")
-        us = impl.get("median_us")
-        if name.startswith("cake") or not impl.get("within_budget", True) or not us:
-            continue
-        if best is None or us < best[0]:
-            best = (us, name)
-    if cake is None or not cake.get("median_us") or best is None:
+def peer_figures(row):
+    """Cake's time and fraction of copy in the harness and the best peer, from the summary
+    that peers.py writes into each row (peers.py's summarize: within the budget and with a
+    stable kernel set), or None where no peer counts."""
+    if not row.get("best_peer_us") or not row.get("cake_us"):
         return None
-    return {"cake_us": cake["median_us"], "fraction": fraction(row, cake["median_us"], copy_gbps),
-            "peer_us": best[0], "peer": best[1],
-            "peer_fraction": fraction(row, best[0], copy_gbps)}
+    frac = row.get("copy_fraction", 0.0)
+    return {"cake_us": row["cake_us"], "fraction": frac, "peer_us": row["best_peer_us"],
+            "peer": row.get("best_peer", ""),
+            "peer_fraction": frac * row["cake_us"] / row["best_peer_us"]}
 
 
 def current_protocol(report):
@@ -70,22 +59,23 @@ def current_protocol(report):
 
 
 def latest_peers(paths, any_flush=False):
-    """{(shape, op): peer_figures + report path and date}, newest report per row; only
-    reports of the current flush unless any_flush."""
-    peers = {}
+    """({(shape, op): peer_figures + report path and date}, the paths left out): the newest
+    report per row, of the current flush only unless any_flush."""
+    peers, left_out = {}, []
     for path in paths:
         report = load(path)
         if not any_flush and not current_protocol(report):
+            left_out.append(path)
             continue
         date = report.get("date", "")
         for row in report.get("rows", []):
             key = (row.get("shape", ""), row.get("op", "").split(" @")[0])
-            figures = peer_figures(row, report.get("copy_gbps", 0.0))
+            figures = peer_figures(row)
             if figures is None:
                 continue
             if key not in peers or date >= peers[key]["date"]:
                 peers[key] = dict(figures, path=path, date=date)
-    return peers
+    return peers, left_out
 
 
 def targets_of(row, kind, peer_fraction):
@@ -181,8 +171,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     try:
         cake = load(args.cake)
-        peers = latest_peers(args.peers, args.any_flush)
-        pre_scrub = [p for p in args.peers if not current_protocol(load(p))]
+        peers, left_out = latest_peers(args.peers, args.any_flush)
         if not cake.get("rows"):
             print(f"targets.py: {args.cake} has no rows", file=sys.stderr)
             return 2
@@ -193,11 +182,11 @@ def main(argv=None):
     except (KeyError, TypeError) as e:
         print(f"targets.py: a report lacks a field of bench.proto's rows: {e}", file=sys.stderr)
         return 2
-    used = len(args.peers) - (0 if args.any_flush else len(pre_scrub))
     head = (f"Rows: {args.cake} ({cake.get('date', '?')}, copy {cake.get('copy_gbps', 0):.0f} "
-            f"GB/s); Cake and its peers: the newest of {used} peer reports per row")
-    if pre_scrub and not args.any_flush:
-        head += f" ({len(pre_scrub)} report(s) of a flush without the evict-last scrub left out)"
+            f"GB/s); Cake and its peers: the newest of {len(args.peers) - len(left_out)} peer "
+            "reports per row")
+    if left_out:
+        head += f" ({len(left_out)} report(s) of a flush without the evict-last scrub left out)"
     head += ".\n\n"
     text = head + render(rows, args.all) + "\n\n" + summary(rows) + "\n"
     print(text, end="")

@@ -31,11 +31,17 @@ def cake_row(shape, op, tokens, dim, us, fraction):
             "copy_fraction": fraction, "aa_floor": 0.002}
 
 
-def peer_row(shape, op, nbytes, cake_us, impls):
+def peer_row(shape, op, nbytes, cake_us, impls, copy_gbps=4000.0):
+    """A row as peers.py writes it: the impls and their summary (the best peer within the
+    budget, Cake's fraction of the run's copy)."""
+    counted = [(us, n) for n, us, ok in impls if ok]
+    best_us, best = min(counted) if counted else (0.0, "")
     return {"shape": shape, "op": op, "bytes": nbytes,
             "impls": [{"name": "cake", "median_us": cake_us, "within_budget": True},
                       {"name": "cake A/A", "median_us": cake_us / 2, "within_budget": True}] +
-                     [{"name": n, "median_us": us, "within_budget": ok} for n, us, ok in impls]}
+                     [{"name": n, "median_us": us, "within_budget": ok} for n, us, ok in impls],
+            "cake_us": cake_us, "copy_fraction": nbytes / (cake_us * 1e-6) / (copy_gbps * 1e9),
+            "best_peer": best, "best_peer_us": best_us}
 
 
 BIG, MID, SMALL = "[65536, 8192] bf16w", "[131072, 4096] bf16w", "[4096, 2048] bf16w"
@@ -73,10 +79,11 @@ with tempfile.TemporaryDirectory() as tmp:
             json.dump(report, f)
 
     # The newer report listed before the older one still wins.
-    peers = targets.latest_peers([paths["newer"], paths["older"], paths["warm"]])
+    peers, left_out = targets.latest_peers([paths["newer"], paths["older"], paths["warm"]])
+    check("the report without the scrub is left out", left_out == [paths["warm"]], left_out)
     check("newest report per row, of the current flush", peers[(BIG, "fwd")]["peer_us"] == 101.0,
           peers.get((BIG, "fwd")))
-    anyf = targets.latest_peers([paths["newer"], paths["warm"]], any_flush=True)
+    anyf, _ = targets.latest_peers([paths["newer"], paths["warm"]], any_flush=True)
     check("--any-flush takes the report without the scrub", anyf[(BIG, "fwd")]["peer_us"] == 90.0,
           anyf.get((BIG, "fwd")))
     small = peers.get((SMALL, "bwd"), {})
