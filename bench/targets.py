@@ -3,10 +3,10 @@
 
 The rows come from one `cake bench --json` report (the suite run). A row's times come from
 the newest `bench/peers.py --json` report (by its `date`) that has it: Cake's time in that
-run and the fastest peer within the accuracy budget, so that each ratio is from one run (the
-peers' times move from process to process). Reports whose L2 flush lacks the evict-last
-scrub are left out (--any-flush takes them too). A row without a peer time keeps the suite
-run's figures and only the copy targets. The targets, per row:
+run and its best peer (peers.py's summary: within the budget, a stable kernel set), so that
+each ratio is from one run (the peers' times move from process to process). Reports whose L2
+flush lacks the evict-last scrub are left out (--any-flush takes them too). A row without a
+peer time keeps the suite run's figures and only the copy targets. The targets, per row:
 
   fwd   >= 1.00x the best peer, and >= 0.93 of copy where x and y hold >= 5x the L2
   bwd   >= 1.08x the best peer, and >= 0.90 of copy there
