@@ -128,7 +128,8 @@ Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
 }
 
 int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
-  return g.partials * spec.layout().dim() * 8;  // FP64
+  return g.partials * spec.layout().dim() *
+         DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE);
 }
 
 // Each persistent CTA owns one block of rows (read in units, BwdUnitRows).

@@ -445,6 +445,30 @@ struct DetPartition {
 // With one or two rows per block (small T) they had been larger than it.
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
+// The bytes of one element of a dw partial row. Each partial is the FP64 fold
+// of a block's Kahan sums, rounded once to FP32 from H = 6144 without the
+// gate, where the partial rows and the reduce after the grid are largest: on
+// the H200 the backward at [4096, 8192] 0.949x the time, [16384, 6144]
+// 0.98x, [16384, 8192] 0.986-0.995x, 65536+ rows 0.993-0.999x, [4096, 6144]
+// level; the worst dw error at T = 131072 0.394 of the budget at H = 8192
+// (0.27 with FP64 partials), 0.281 at 16384 (0.25). The rounding is relative
+// to each partial, so it does not grow with T. The gated op keeps FP64
+// partials: they hold its dw within the budget for |z| up to 30.
+inline constexpr int64_t kFp32PartialsFromDim = 6144;
+constexpr int DwPartialBytes(int64_t dim, bool gate) {
+  return !gate && dim >= kFp32PartialsFromDim ? 4 : 8;
+}
+// Whether a backward row group of `threads_per_row` threads (0: set at run
+// time, up to kMaxWideBlock) of `vecs_per_thread` vectors each holds rows as
+// wide as those DwPartialBytes gives FP32 partial rows. The kernel instances
+// that cannot are built without the FP32 store: with a run-time choice in
+// every instance, the backward at H = 1536 (96 threads a row) ran 1.06-1.12x
+// the time on the H200.
+constexpr bool BwdMayWriteFp32Partials(int threads_per_row, int vecs_per_thread, bool gate) {
+  return !gate && int64_t{threads_per_row > 0 ? threads_per_row : kMaxWideBlock} *
+                          vecs_per_thread * kVecElems >= kFp32PartialsFromDim;
+}
+
 // Of a program's config `c` (the det.partials and det.lockstep programs).
 constexpr DetPartition DetPartitionOf(int64_t rows, const RowConfig& c, bool gate) {
   DetPartition p;

@@ -101,6 +101,17 @@ __device__ __forceinline__ uint4 AddResidual(const uint4& x, const uint4& residu
 __device__ __forceinline__ void Store(uint4* dst, const uint4& v) { *dst = v; }
 __device__ __forceinline__ void StoreStreaming(uint4* dst, const uint4& v) { __stcs(dst, v); }
 
+// Element i of the backward's dw partial rows: FP64, or rounded once to FP32
+// where the instance may be given such rows (BwdMayWriteFp32Partials).
+template <bool kMayFp32>
+__device__ __forceinline__ void StorePartial(const RowBackwardParams& p, int64_t i, double sum) {
+  if (kMayFp32 && p.partials_fp32) {
+    static_cast<float*>(p.partials)[i] = static_cast<float>(sum);
+  } else {
+    static_cast<double*>(p.partials)[i] = sum;
+  }
+}
+
 __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v, float (&f)[8]) {
   if (w_fp32) {
     const float4* p = reinterpret_cast<const float4*>(w) + 2 * v;
@@ -709,6 +720,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   constexpr bool kPartialSteps = kLockstep || kDepth > 1;
   constexpr bool kPrefetch = BwdPrefetchesStep(TPR, VPT, kGate);
   constexpr bool kRstdWithRows = BwdWarpRowSteps(TPR, VPT);
+  constexpr bool kFp32Partials = BwdMayWriteFp32Partials(TPR, VPT, kGate);
   // Whether a block's first step is loaded into registers ahead of its
   // loop: with kPrefetch, and in the ungated warp rows (three row groups a
   // step, each next step's loads issued at the end of the step before). The
@@ -1105,7 +1117,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (p.acc != nullptr) {
           atomicAdd(p.acc + c, sum);
         } else {
-          p.partials[int64_t{b} * dim + c] = sum;
+          StorePartial<kFp32Partials>(p, int64_t{b} * dim + c, sum);
         }
       }
     } else if constexpr (kRows == 1) {
@@ -1113,14 +1125,13 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int i = 0; i < VPT; ++i) {
         const int64_t v = lane + int64_t{i} * tpr;
         if (v >= vecs) continue;
-        double* dst = p.partials + int64_t{b} * dim + v * 8;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           const double sum = static_cast<double>(total[i][j]) - comp[i][j];
           if (p.acc != nullptr) {
             atomicAdd(p.acc + v * 8 + j, sum);
           } else {
-            dst[j] = sum;
+            StorePartial<kFp32Partials>(p, int64_t{b} * dim + v * 8 + j, sum);
           }
         }
       }
@@ -1144,7 +1155,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         if (p.acc != nullptr) {
           atomicAdd(p.acc + c, sum);
         } else {
-          p.partials[int64_t{b} * dim + c] = sum;
+          StorePartial<kFp32Partials>(p, int64_t{b} * dim + c, sum);
         }
       }
     }
@@ -1222,6 +1233,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   constexpr int kRows = kSplitBlock / TPR;
   constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
+  constexpr bool kFp32Partials = BwdMayWriteFp32Partials(TPR, VPT, kGate);
   __shared__ float scratch[2][kGroups * kWarps];
   SumScratch sums{&scratch[0][0], kGroups * kWarps};
   // Row groups narrower than the CTA (128 threads): this group's warps.
@@ -1393,7 +1405,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     double sum = 0.0;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += fold[w][c];
-    p.partials[block * dim + tile_first + c] = sum;
+    StorePartial<kFp32Partials>(p, block * dim + tile_first + c, sum);
   }
 }
 
@@ -1405,13 +1417,16 @@ __device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int sto
   }
 }
 
+// T: the partial rows' element, double or float (DwReduceParams).
+template <typename T>
 __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReduceParams p) {
   ChainedKernelPrologue();
   __shared__ double lanes[kDwReduceLanes][33];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   double acc = 0.0;
   if (c < p.dim) {
-    for (int64_t q = threadIdx.y; q < p.count; q += kDwReduceLanes) acc += p.partials[q * p.dim + c];
+    const T* partials = static_cast<const T*>(p.partials);
+    for (int64_t q = threadIdx.y; q < p.count; q += kDwReduceLanes) acc += partials[q * p.dim + c];
   }
   lanes[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -1569,7 +1584,10 @@ const void* RowForwardLoopKernel(bool residual, bool runtime_stride, bool revers
                  : RowForwardLoopOf<false>(residual, runtime_stride);
 }
 
-const void* DwReduceKernel() { return reinterpret_cast<const void*>(&DwReduce); }
+const void* DwReduceKernel(bool fp32_partials) {
+  return fp32_partials ? reinterpret_cast<const void*>(&DwReduce<float>)
+                       : reinterpret_cast<const void*>(&DwReduce<double>);
+}
 const void* DwFinishKernel() { return reinterpret_cast<const void*>(&DwFinish); }
 const void* ZeroWordsKernel() { return reinterpret_cast<const void*>(&ZeroWords); }
 

@@ -138,8 +138,9 @@ inline void ReverseRows(RowForwardParams& p) {
 // Backward over a partition of rows into blocks of up to rows_per_block
 // (whose rows come in units of unit_rows, interleaved across blocks): each
 // thread sums its rows' dw terms in FP32 with Kahan compensation, the row
-// groups of a CTA are folded in FP64, and block b either writes one FP64
-// partial row partials[b * dim + c] (det) or adds its sum into acc[c] with
+// groups of a CTA are folded in FP64, and block b either writes one partial
+// row partials[b * dim + c] (det; FP64, or rounded once to FP32 where
+// DwPartialBytes says 4) or adds its sum into acc[c] with
 // FP64 atomics (kb). No FP32 sum ever runs over more than one thread's rows
 // uncompensated, so the dw error does not grow with T. Per row, with xhat = x * rstd and g = dy * w [* silu(z)]:
 //   dx = rstd * (g - xhat * mean(g * xhat)) [+ dh_in]
@@ -157,7 +158,7 @@ struct RowBackwardParams {
   const float* rstd;
   void* dx;
   void* dz;  // BF16, with the gate
-  double* partials;  // det: [blocks][dim], or null
+  void* partials;  // det: [blocks][dim] of FP64, or FP32 with partials_fp32; or null
   double* acc;      // kb: [dim] zeroed FP64 accumulator, or null
   int64_t rows_per_block;
   int64_t blocks;
@@ -171,16 +172,19 @@ struct RowBackwardParams {
   // Whether x, dy, z and the weight are loaded before the wait for the
   // kernels before it (InputsBeforeWait).
   int inputs_before_wait;
+  // Whether the partial rows are FP32 (DwPartialBytes(dim, gate) == 4).
+  int partials_fp32;
 };
 
 enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
 
-// dw[c] = sum over p of partials[p * dim + c] in FP64, in a fixed order: lane
-// y of kDwReduceLanes sums p = y, y + kDwReduceLanes, ... in sequence, then
-// the lane sums are added pairwise in a fixed tree; rounded once into dw.
+// dw[c] = sum over p of partials[p * dim + c] in FP64 (FP32 partials widened
+// exactly), in a fixed order: lane y of kDwReduceLanes sums p = y,
+// y + kDwReduceLanes, ... in sequence, then the lane sums are added pairwise
+// in a fixed tree; rounded once into dw.
 inline constexpr int kDwReduceLanes = 32;
 struct DwReduceParams {
-  const double* partials;
+  const void* partials;  // FP64, or FP32 (DwPartialBytes; DwReduceKernel's choice)
   int64_t count;
   int64_t dim;
   void* dw;
@@ -229,7 +233,8 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
 const void* RowForwardLoopKernel(bool residual, bool runtime_stride, bool reverse = false);
 // The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch).
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
-const void* DwReduceKernel();
+// dw.reduce over FP64 partial rows, or FP32 ones.
+const void* DwReduceKernel(bool fp32_partials);
 const void* DwFinishKernel();
 const void* ZeroWordsKernel();
 

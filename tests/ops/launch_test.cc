@@ -98,11 +98,12 @@ TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
               HasSubstr(absl::StrCat("launches[0].partials = ", partials - 1, ": 65536 rows in "
                                      "blocks of ", per_block, " make ", partials)));
 
+  // FP32 partial rows at H = 6144 (DwPartialBytes).
   plan = good;
-  plan.mutable_workspace(0)->set_bytes(partials * 6144 * 8 - 8);
+  plan.mutable_workspace(0)->set_bytes(partials * 6144 * 4 - 4);
   EXPECT_THAT(message(plan, 0), HasSubstr("launches[0].region = \"dw_partials\""));
-  EXPECT_THAT(message(plan, 0), HasSubstr(absl::StrCat("the launch writes ", partials * 6144 * 8)));
-  EXPECT_THAT(message(plan, 1), HasSubstr(absl::StrCat("the launch reads ", partials * 6144 * 8)));
+  EXPECT_THAT(message(plan, 0), HasSubstr(absl::StrCat("the launch writes ", partials * 6144 * 4)));
+  EXPECT_THAT(message(plan, 1), HasSubstr(absl::StrCat("the launch reads ", partials * 6144 * 4)));
 
   plan = good;
   plan.mutable_launches(1)->set_partials(partials + 1);

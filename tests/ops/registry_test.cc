@@ -364,6 +364,39 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
   }
 }
 
+// Where DwPartialBytes gives a width FP32 partial rows, the row config of
+// every backward that writes partial rows (the kernel instance's threads and
+// vectors) is one built with the FP32 store (BwdMayWriteFp32Partials): an
+// instance without it would write FP64 rows into a region sized for FP32.
+TEST(RegistryTest, Fp32PartialRowsOnlyReachInstancesBuiltForThem) {
+  int fp32_widths = 0;
+  for (const ProgramInfo& program : Programs()) {
+    if (program.stage != Stage::kBackward || program.dw_output != DwOutput::kPartials) continue;
+    const bool gate = program.op == RMSNORM_SILU_GATE;
+    for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
+      if (DwPartialBytes(dim, gate) != 4) continue;
+      const StepSpec spec = [&] {
+        StepSpec s = testing::RowsSpec(4096, dim, true, {BACKWARD});
+        s.set_op(program.op);
+        return s;
+      }();
+      const absl::StatusOr<StepSpec> canonical = Canonicalize(spec);
+      if (!canonical.ok() || !CheckSupports(program, *canonical).ok()) continue;
+      const RowConfig cfg = program.row_config(dim);
+      EXPECT_TRUE(BwdMayWriteFp32Partials(cfg.threads_per_row, cfg.vecs_per_thread, gate))
+          << program.id << " at H = " << dim << ": " << cfg.threads_per_row << " threads x "
+          << cfg.vecs_per_thread;
+      ++fp32_widths;
+    }
+  }
+  EXPECT_GT(fp32_widths, 0);
+  // And the narrow instances are built without it: 96 threads of 2 vectors
+  // (H = 1536), the gated op at any width.
+  EXPECT_FALSE(BwdMayWriteFp32Partials(96, 2, false));
+  EXPECT_FALSE(BwdMayWriteFp32Partials(0, 4, true));
+  EXPECT_TRUE(BwdMayWriteFp32Partials(0, 2, false));
+}
+
 // Block by block of its partition, the split backward launches a dx CTA per
 // row group and a dw CTA per 256-column tile; the reduce reads its partials.
 TEST(RegistryTest, SplitBackwardGeometry) {
@@ -392,7 +425,9 @@ TEST(RegistryTest, SplitBackwardGeometry) {
     EXPECT_EQ(g.block.x(), 256u);
     EXPECT_EQ(g.partials, p.partials);
     EXPECT_EQ(g.rows_per_block, p.rows_per_block);
-    EXPECT_EQ(split->workspace_bytes(spec, g), p.partials * c.dim * 8);
+    // FP64 partial rows, FP32 from H = 6144 (DwPartialBytes).
+    EXPECT_EQ(split->workspace_bytes(spec, g), p.partials * c.dim * (c.dim >= 6144 ? 4 : 8))
+        << c.dim;
   }
   const StepSpec wide = *Canonicalize(testing::RowsSpec(8, 16384, true, {BACKWARD}));
   EXPECT_FALSE(CheckSupports(*split, wide).ok()) << "dim above 8192";

@@ -156,6 +156,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       // (SplitL2AheadRows), up to the last row.
       {RowsSpec(4099, 1536, true), "rmsnorm.bwd.split"},
       {residual_bwd, "rmsnorm.bwd.split"},
+      {RowsSpec(9, 6144, true), "rmsnorm.bwd.split"},  // FP32 partial rows
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
       {gate_split_2048, "rmsnorm_silu_gate.bwd.split"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
@@ -523,7 +524,7 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
 // order replayed in FP64 on the host from the partial rows the backward left
 // in the workspace gives dw to the bit, at 64 partial rows (the split
 // program: 2 a lane), 256 (det.lockstep: 8 a lane) and 261 (det.partials at
-// H = 6144: 9 on the first 5 lanes, 8 on the others).
+// H = 6144, FP32 partial rows: 9 on the first 5 lanes, 8 on the others).
 TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
   struct Case {
     int64_t tokens, dim, partials;
@@ -543,11 +544,20 @@ TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
     const auto buf = MustBuffers(plan);
     RunPlan(plan, buf->b);
     const int64_t dim = k.dim, count = k.partials;
+    // FP64 partial rows, or FP32 ones widened exactly (DwPartialBytes).
     std::vector<double> partials(count * dim);
-    ASSERT_EQ(cudaMemcpy(partials.data(),
-                         static_cast<const char*>(buf->b.workspace) + region->offset(),
-                         partials.size() * sizeof(double), cudaMemcpyDeviceToHost),
-              cudaSuccess);
+    const char* region_start = static_cast<const char*>(buf->b.workspace) + region->offset();
+    if (DwPartialBytes(dim, false) == 8) {
+      ASSERT_EQ(cudaMemcpy(partials.data(), region_start, partials.size() * sizeof(double),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+    } else {
+      std::vector<float> narrow(count * dim);
+      ASSERT_EQ(cudaMemcpy(narrow.data(), region_start, narrow.size() * sizeof(float),
+                           cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      partials.assign(narrow.begin(), narrow.end());
+    }
     const std::vector<float> dw = buf->Dw();
     ASSERT_EQ(static_cast<int64_t>(dw.size()), dim);
     int64_t differ = 0;

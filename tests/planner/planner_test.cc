@@ -54,7 +54,7 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   EXPECT_THAT(Deps(plan.launches(1)), ElementsAre(0));
   EXPECT_THAT(Deps(plan.launches(2)), ElementsAre(1));
   EXPECT_THAT(Deps(plan.launches(3)), ElementsAre(2));
-  // The partials region holds one FP32 row per fixed row block.
+  // The partials region holds one FP64 row per fixed row block at H = 4096.
   ASSERT_EQ(plan.workspace_size(), 1);
   EXPECT_EQ(plan.workspace(0).name(), "dw_partials");
   EXPECT_EQ(plan.workspace(0).bytes(), plan.launches(2).partials() * 4096 * 8);
@@ -62,6 +62,28 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   EXPECT_GE(plan.launches(2).partials() * plan.launches(2).rows_per_block(), 65536);
   EXPECT_TRUE(plan.notes().empty());
   for (const Launch& l : plan.launches()) EXPECT_FALSE(l.reason().empty());
+}
+
+// From H = 6144 the ungated backward's partial rows are FP32 (DwPartialBytes),
+// half the region of FP64 ones; the gated op's stay FP64 at every width.
+TEST(PlannerTest, PartialRowsAreFp32FromH6144WithoutTheGate) {
+  for (int64_t dim : {4096, 6136, 6144, 8192}) {
+    for (int64_t tokens : {4096, 65536}) {
+      const Plan plan = MustPlan(RowsSpec(tokens, dim, true, {BACKWARD}));
+      const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
+      ASSERT_NE(reduce, nullptr) << tokens << " " << dim;
+      ASSERT_EQ(plan.workspace_size(), 1);
+      EXPECT_EQ(plan.workspace(0).name(), "dw_partials");
+      EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * dim * (dim >= 6144 ? 4 : 8))
+          << tokens << " " << dim;
+    }
+  }
+  StepSpec gated = RowsSpec(16384, 6144, true);
+  gated.set_op(RMSNORM_SILU_GATE);
+  const Plan plan = MustPlan(gated);
+  const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
+  ASSERT_NE(reduce, nullptr);
+  EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * 6144 * 8);
 }
 
 TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
@@ -356,7 +378,8 @@ TEST(PlannerTest, ForcedBackwardCarriesItsPartialsToTheReduce) {
       EXPECT_EQ(split->rows_per_block(), p.rows_per_block);
       EXPECT_EQ(reduce->partials(), p.partials);
       ASSERT_EQ(plan.workspace_size(), 1);
-      EXPECT_GE(plan.workspace(0).bytes(), p.partials * dim * 8) << tokens << " " << dim;
+      EXPECT_GE(plan.workspace(0).bytes(), p.partials * dim * DwPartialBytes(dim, false))
+          << tokens << " " << dim;
       EXPECT_GE(plan.workspace_bytes(), plan.workspace(0).bytes());
     }
   }
