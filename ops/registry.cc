@@ -202,7 +202,8 @@ const ProgramInfo kPrograms[] = {
      "dw_partials",
      BackwardRowConfig,
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
-     "a tensor), one FP64 dw partial row per block; where whole warps hold a row, the next "
+     "a tensor), one dw partial row per block (FP64; FP32 from H = 6144); where whole warps "
+     "hold a row, the next "
      "two steps copied into shared memory (cp.async) and a row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
      "as an SM holds, in lockstep; three row groups loaded per step up to 256 columns"},
@@ -216,8 +217,8 @@ const ProgramInfo kPrograms[] = {
      DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes, "dw_partials",
      SplitRowConfig,
      "backward in one launch of two roles, block by block of 64+ rows: dx CTAs of up to 4 "
-     "row groups each, then dw CTAs over 256-column tiles of the block's rows (FP64 partial "
-     "rows)",
+     "row groups each, then dw CTAs over 256-column tiles of the block's rows (partial rows "
+     "in FP64; FP32 from H = 6144)",
      RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",

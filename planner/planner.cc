@@ -79,6 +79,12 @@ constexpr char kDwAcc[] = "dw_acc";
 // The backward program and the launch that turns its sums into dw. `after`
 // is the last launch of the phases before; returns the last launch of the
 // backward.
+// The element of a spec's dw partial rows (DwPartialBytes), as plans name it.
+const char* PartialRowsName(const StepSpec& spec) {
+  return DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE) == 4 ? "FP32"
+                                                                                   : "FP64";
+}
+
 absl::StatusOr<int> AddBackward(PlanBuilder& b, const RoutingTable& table, const StepSpec& spec,
                                 int after, Plan* plan) {
   CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(table, spec, PHASE_KIND_BACKWARD));
@@ -95,7 +101,8 @@ absl::StatusOr<int> AddBackward(PlanBuilder& b, const RoutingTable& table, const
   if (program.dw_output == DwOutput::kPartials) {
     const int k = b.AddKernel(program, BACKWARD, {after}, route.reason, program.workspace_region);
     const int r = b.AddKernel(*finish, BACKWARD, {k},
-                              absl::StrCat("sums the dw partial rows of launch ", k,
+                              absl::StrCat("sums the ", PartialRowsName(spec),
+                                           " dw partial rows of launch ", k,
                                            " in FP64 in a fixed order; dw ", dw),
                               program.workspace_region);
     plan->mutable_launches(r)->set_partials(plan->launches(k).partials());

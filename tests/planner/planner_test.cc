@@ -76,6 +76,8 @@ TEST(PlannerTest, PartialRowsAreFp32FromH6144WithoutTheGate) {
       EXPECT_EQ(plan.workspace(0).name(), "dw_partials");
       EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * dim * (dim >= 6144 ? 4 : 8))
           << tokens << " " << dim;
+      EXPECT_THAT(reduce->reason(),
+                  HasSubstr(dim >= 6144 ? "sums the FP32 dw partial rows" : "sums the FP64 dw"));
     }
   }
   StepSpec gated = RowsSpec(16384, 6144, true);
@@ -84,6 +86,7 @@ TEST(PlannerTest, PartialRowsAreFp32FromH6144WithoutTheGate) {
   const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
   ASSERT_NE(reduce, nullptr);
   EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * 6144 * 8);
+  EXPECT_THAT(reduce->reason(), HasSubstr("sums the FP64 dw partial rows"));
 }
 
 TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
