@@ -76,15 +76,15 @@ class PlanBuilder {
 
 constexpr char kDwAcc[] = "dw_acc";
 
-// The backward program and the launch that turns its sums into dw. `after`
-// is the last launch of the phases before; returns the last launch of the
-// backward.
 // The element of a spec's dw partial rows (DwPartialBytes), as plans name it.
 const char* PartialRowsName(const StepSpec& spec) {
   return DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE) == 4 ? "FP32"
                                                                                    : "FP64";
 }
 
+// The backward program and the launch that turns its sums into dw. `after`
+// is the last launch of the phases before; returns the last launch of the
+// backward.
 absl::StatusOr<int> AddBackward(PlanBuilder& b, const RoutingTable& table, const StepSpec& spec,
                                 int after, Plan* plan) {
   CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(table, spec, PHASE_KIND_BACKWARD));
