@@ -202,7 +202,7 @@ const ProgramInfo kPrograms[] = {
      "dw_partials",
      BackwardRowConfig,
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
-     "a tensor), one dw partial row per block (FP64; FP32 from H = 6144); where whole warps "
+     "a tensor), one dw partial row per block (FP64; FP32 above H = 4096); where whole warps "
      "hold a row, the next "
      "two steps copied into shared memory (cp.async) and a row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
@@ -218,7 +218,7 @@ const ProgramInfo kPrograms[] = {
      SplitRowConfig,
      "backward in one launch of two roles, block by block of 64+ rows: dx CTAs of up to 4 "
      "row groups each, then dw CTAs over 256-column tiles of the block's rows (partial rows "
-     "in FP64; FP32 from H = 6144)",
+     "in FP64; FP32 above H = 4096)",
      RowKernel::kFlat},
     {"rmsnorm.bwd.kb", RMSNORM, Stage::kBackward, false, 8, kAnyDim, true,
      true, false, DwOutput::kAtomic, "dw.finish", BackwardKb, nullptr, "",

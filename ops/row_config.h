@@ -446,15 +446,16 @@ struct DetPartition {
 inline constexpr int64_t kMinRowsPerPartial = 8;
 
 // The bytes of one element of a dw partial row. Each partial is the FP64 fold
-// of a block's Kahan sums, rounded once to FP32 from H = 6144 without the
+// of a block's Kahan sums, rounded once to FP32 above H = 4096 without the
 // gate, where the partial rows and the reduce after the grid are largest: on
-// the H200 the backward at [4096, 8192] 0.949x the time, [16384, 6144]
-// 0.98x, [16384, 8192] 0.986-0.995x, 65536+ rows 0.993-0.999x, [4096, 6144]
-// level; the worst dw error at T = 131072 0.394 of the budget at H = 8192
-// (0.27 with FP64 partials), 0.281 at 16384 (0.25). The rounding is relative
-// to each partial, so it does not grow with T. The gated op keeps FP64
-// partials: they hold its dw within the budget for |z| up to 30.
-inline constexpr int64_t kFp32PartialsFromDim = 6144;
+// the H200 the backward at [4096, 8192] 0.949x the time, [16384, 4608-6144]
+// 0.971-0.980x, [16384, 8192] 0.986-0.995x, 65536+ rows 0.992-0.999x, 4096
+// rows of H = 4608-6144 level; the worst dw error at T = 131072 0.394 of the
+// budget at H = 8192 (0.27 with FP64 partials), 0.263 at 5120, 0.281 at 16384
+// (0.25). (At H = 1536-4096 they had run 0.98-1.01x.) The rounding is
+// relative to each partial, so it does not grow with T. The gated op keeps
+// FP64 partials: they hold its dw within the budget for |z| up to 30.
+inline constexpr int64_t kFp32PartialsFromDim = 4104;  // the first width past 4096
 constexpr int DwPartialBytes(int64_t dim, bool gate) {
   return !gate && dim >= kFp32PartialsFromDim ? 4 : 8;
 }

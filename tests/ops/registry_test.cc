@@ -391,8 +391,9 @@ TEST(RegistryTest, Fp32PartialRowsOnlyReachInstancesBuiltForThem) {
   }
   EXPECT_GT(fp32_widths, 0);
   // And the narrow instances are built without it: 96 threads of 2 vectors
-  // (H = 1536), the gated op at any width.
+  // (H = 1536), 256 of 2 (H = 4096), the gated op at any width.
   EXPECT_FALSE(BwdMayWriteFp32Partials(96, 2, false));
+  EXPECT_FALSE(BwdMayWriteFp32Partials(256, 2, false));
   EXPECT_FALSE(BwdMayWriteFp32Partials(0, 4, true));
   EXPECT_TRUE(BwdMayWriteFp32Partials(0, 2, false));
 }
@@ -425,8 +426,8 @@ TEST(RegistryTest, SplitBackwardGeometry) {
     EXPECT_EQ(g.block.x(), 256u);
     EXPECT_EQ(g.partials, p.partials);
     EXPECT_EQ(g.rows_per_block, p.rows_per_block);
-    // FP64 partial rows, FP32 from H = 6144 (DwPartialBytes).
-    EXPECT_EQ(split->workspace_bytes(spec, g), p.partials * c.dim * (c.dim >= 6144 ? 4 : 8))
+    // FP64 partial rows, FP32 above H = 4096 (DwPartialBytes).
+    EXPECT_EQ(split->workspace_bytes(spec, g), p.partials * c.dim * (c.dim > 4096 ? 4 : 8))
         << c.dim;
   }
   const StepSpec wide = *Canonicalize(testing::RowsSpec(8, 16384, true, {BACKWARD}));

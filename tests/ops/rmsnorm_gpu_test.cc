@@ -206,7 +206,7 @@ TEST_P(RowsAccuracyTest, BothModesWithinBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
-                         ::testing::Values(64, 256, 1536, 2048, 4096, 6144, 8192, 16384));
+                         ::testing::Values(64, 256, 1536, 2048, 4096, 5120, 6144, 8192, 16384));
 
 TEST_F(GpuTest, PerHeadViewsWithinBudget) {
   for (int64_t tokens : {4096, 65536}) {

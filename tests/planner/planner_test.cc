@@ -64,20 +64,20 @@ TEST(PlannerTest, CheckpointedDeterministicStep) {
   for (const Launch& l : plan.launches()) EXPECT_FALSE(l.reason().empty());
 }
 
-// From H = 6144 the ungated backward's partial rows are FP32 (DwPartialBytes),
+// Above H = 4096 the ungated backward's partial rows are FP32 (DwPartialBytes),
 // half the region of FP64 ones; the gated op's stay FP64 at every width.
-TEST(PlannerTest, PartialRowsAreFp32FromH6144WithoutTheGate) {
-  for (int64_t dim : {4096, 6136, 6144, 8192}) {
+TEST(PlannerTest, PartialRowsAreFp32AboveH4096WithoutTheGate) {
+  for (int64_t dim : {4096, 4104, 6144, 8192}) {
     for (int64_t tokens : {4096, 65536}) {
       const Plan plan = MustPlan(RowsSpec(tokens, dim, true, {BACKWARD}));
       const Launch* reduce = testing::LaunchOf(plan, "dw.reduce");
       ASSERT_NE(reduce, nullptr) << tokens << " " << dim;
       ASSERT_EQ(plan.workspace_size(), 1);
       EXPECT_EQ(plan.workspace(0).name(), "dw_partials");
-      EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * dim * (dim >= 6144 ? 4 : 8))
+      EXPECT_EQ(plan.workspace(0).bytes(), reduce->partials() * dim * (dim > 4096 ? 4 : 8))
           << tokens << " " << dim;
       EXPECT_THAT(reduce->reason(),
-                  HasSubstr(dim >= 6144 ? "sums the FP32 dw partial rows" : "sums the FP64 dw"));
+                  HasSubstr(dim > 4096 ? "sums the FP32 dw partial rows" : "sums the FP64 dw"));
     }
   }
   StepSpec gated = RowsSpec(16384, 6144, true);
