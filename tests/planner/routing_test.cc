@@ -214,8 +214,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     // Table .24, without the fused residual: from 3072 rows at H =
-    // 3280..4096 and 6560..8184, and at H = 8192 with an FP32 weight; with
-    // the residual from 4096 as before, and at H = 8192 with a BF16 weight.
+    // 3280..4096 and 6560..8184, and at H = 8192 with an FP32 weight (table
+    // .25: with either weight); with the residual from 4096 as before.
     auto fp32 = [](StepSpec spec) {
       spec.set_weight_dtype(FP32);
       return spec;
@@ -235,9 +235,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
     for (int64_t rows : {3072, 4095}) {
       EXPECT_EQ(backward(fp32(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
-      EXPECT_EQ(backward(RowsSpec(rows, 8192, det)), "rmsnorm.bwd.split") << rows;
+      EXPECT_EQ(backward(RowsSpec(rows, 8192, det)), "rmsnorm.bwd.det.partials") << rows;
+      EXPECT_EQ(backward(residual(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.split") << rows;
     }
     EXPECT_EQ(backward(fp32(RowsSpec(3071, 8192, det))), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(3071, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3200, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3272, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
@@ -268,7 +270,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 5120, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(4096, 5120, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(4095, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(2048, 8192, det)), "rmsnorm.bwd.split");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
