@@ -375,11 +375,8 @@ TEST(RegistryTest, Fp32PartialRowsOnlyReachInstancesBuiltForThem) {
     const bool gate = program.op == RMSNORM_SILU_GATE;
     for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
       if (DwPartialBytes(dim, gate) != 4) continue;
-      const StepSpec spec = [&] {
-        StepSpec s = testing::RowsSpec(4096, dim, true, {BACKWARD});
-        s.set_op(program.op);
-        return s;
-      }();
+      StepSpec spec = testing::RowsSpec(4096, dim, true, {BACKWARD});
+      spec.set_op(program.op);
       const absl::StatusOr<StepSpec> canonical = Canonicalize(spec);
       if (!canonical.ok() || !CheckSupports(program, *canonical).ok()) continue;
       const RowConfig cfg = program.row_config(dim);
