@@ -317,16 +317,16 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
         p.l2_ahead_rows = SplitL2AheadRows(p.layout.rows, p.layout.dim,
                                            p.layout.row_stride == p.layout.dim);
       }
-      // det: a partial row per block (DwPartialBytes); kb: one FP64 accumulator row.
+      // det: a partial row per block (DwPartialRowsBytes); kb: one FP64 accumulator row.
       const bool partials = program->dw_output == DwOutput::kPartials;
-      const int element = partials ? DwPartialBytes(p.layout.dim, gate) : 8;
       CAKE_ASSIGN_OR_RETURN(
-          void* sums,
-          LaunchWorkspace(plan, launch, b, (partials ? p.blocks : 1) * p.layout.dim * element,
-                          partials ? "writes" : "adds into"));
+          void* sums, LaunchWorkspace(plan, launch, b,
+                                      partials ? DwPartialRowsBytes(spec, p.blocks)
+                                               : p.layout.dim * 8,
+                                      partials ? "writes" : "adds into"));
       if (partials) {
         p.partials = sums;
-        p.partials_fp32 = element == 4;
+        p.partials_fp32 = DwPartialBytes(p.layout.dim, gate) == 4;
       } else {
         p.acc = static_cast<double*>(sums);
       }
@@ -336,17 +336,15 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
     }
     case Stage::kReduce: {
       DwReduceParams p{};
-      const int element = DwPartialBytes(spec.layout().dim(), gate);
       CAKE_ASSIGN_OR_RETURN(
           void* partials,
-          LaunchWorkspace(plan, launch, b, launch.partials() * spec.layout().dim() * element,
-                          "reads"));
+          LaunchWorkspace(plan, launch, b, DwPartialRowsBytes(spec, launch.partials()), "reads"));
       p.partials = partials;
       p.count = launch.partials();
       p.dim = spec.layout().dim();
       p.dw = b.dw;
       p.store = DwStoreOf(spec);
-      k.function = DwReduceKernel(element == 4);
+      k.function = DwReduceKernel(DwPartialBytes(spec.layout().dim(), gate) == 4);
       k.SetParams(p);
       break;
     }

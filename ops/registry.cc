@@ -128,8 +128,7 @@ Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
 }
 
 int64_t DetPartialsBytes(const StepSpec& spec, const Geometry& g) {
-  return g.partials * spec.layout().dim() *
-         DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE);
+  return DwPartialRowsBytes(spec, g.partials);
 }
 
 // Each persistent CTA owns one block of rows (read in units, BwdUnitRows).
@@ -263,6 +262,11 @@ const ProgramInfo kPrograms[] = {
 };
 
 }  // namespace
+
+int64_t DwPartialRowsBytes(const StepSpec& spec, int64_t count) {
+  return count * spec.layout().dim() *
+         DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE);
+}
 
 absl::Span<const ProgramInfo> Programs() { return kPrograms; }
 

@@ -89,6 +89,10 @@ struct ProgramInfo {
   RowKernel kernel = RowKernel::kPersistent;
 };
 
+// Bytes of `count` dw partial rows of the spec's width (DwPartialBytes: FP64,
+// or FP32 above H = 4096 without the gate).
+int64_t DwPartialRowsBytes(const StepSpec& spec, int64_t count);
+
 // Every registered program, in a stable order.
 absl::Span<const ProgramInfo> Programs();
 
