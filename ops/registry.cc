@@ -43,11 +43,10 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// One row group per CTA; each thread copies its weight vectors into shared
-// memory where FlatWeightSlots.
-Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
+// One row group of config `cfg` per CTA; each thread copies its weight
+// vectors into shared memory where FlatWeightSlots.
+Geometry FlatRows(const RowConfig& cfg, const StepSpec& spec) {
   const RowShape s = RowShapeOf(spec);
-  const RowConfig cfg = FlatRowConfig(s.dim);
   Geometry g;
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta())));
   g.block = D3(cfg.block);
@@ -56,6 +55,14 @@ Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
         static_cast<int32_t>(FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32));
   }
   return g;
+}
+
+Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
+  return FlatRows(FlatRowConfig(spec.layout().dim()), spec);
+}
+
+Geometry ForwardFlatWide(const StepSpec& spec, const TargetDevice&) {
+  return FlatRows(FlatWideRowConfig(spec.layout().dim()), spec);
 }
 
 // One row per CTA.
@@ -190,6 +197,11 @@ const ProgramInfo kPrograms[] = {
      "fwd.flat at 32 registers a thread: 2048 threads per SM with two vectors per thread "
      "too, so that more row groups are resident at once",
      RowKernel::kFlatDense},
+    {"rmsnorm.fwd.flat.wide", RMSNORM, Stage::kForward, true, kFlatWideDimMin, kFlatWideDimMax,
+     true, true, false, DwOutput::kNone, "", ForwardFlatWide, nullptr, "", FlatWideRowConfig,
+     "fwd.flat with the row over 256 threads of 3 or 4 vectors each (H = 4104..8192) in place "
+     "of 384 or 512 threads of two",
+     RowKernel::kFlat},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,
      "forward, one row per CTA of 256 threads (512 from H = 16384) reading the row twice in "

@@ -164,6 +164,25 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
   return c;
 }
 
+// The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 4104..8192 in
+// one CTA of 256 threads of up to 4 vectors each (3 at H = 6144, 4 at 8192)
+// in place of fwd.flat's two vectors over 384 or 512 threads, no gate. On
+// the H200 (2026-11-30) it ran 0.960-0.981x fwd.flat.dense's or the loop's
+// time with an FP32 weight at H = 6144 from 2048 rows and at 8192 from 4096,
+// 0.984-0.994x with a BF16 one at H = 6144 from 6144 rows and 8192 from
+// 16384, and [1280, 6144] 0.78x the loop's; at 32 registers (2048 threads
+// per SM) it spilled 36-148 bytes and ran 1.03-1.30x.
+inline constexpr int64_t kFlatWideDimMin = 4104;
+inline constexpr int64_t kFlatWideDimMax = 8192;
+inline constexpr int kFlatWideBlock = 256;
+constexpr RowConfig FlatWideRowConfig(int64_t dim) {
+  RowConfig c;
+  c.threads_per_row = kFlatWideBlock;
+  c.block = kFlatWideBlock;
+  c.vecs_per_thread = static_cast<int>(CeilDiv(dim / kVecElems, kFlatWideBlock));
+  return c;
+}
+
 // The flat forward's shared memory: each thread's weight vectors (16 bytes
 // each, 32 as FP32) in slots of its own (RowForwardFlat), where the tensor
 // has at most 2^26 elements (FlatWeightSlots), else none. On the H200 the

@@ -502,7 +502,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
   }
 }
 
-// The flat forward (FlatRowConfig): one row group per CTA, loads issued
+// The flat forward (FlatRowConfig, FlatWideRowConfig): one row group per CTA, loads issued
 // first, each thread's weight vectors copied into shared memory through L1
 // behind them (no staging loop, no barrier), so that the weight has arrived
 // by the time y is formed: read through L1 after the row sum, as it was, it
@@ -511,7 +511,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // 16384 rows 0.97-1.00x; 2026-11-30), where the tensor has at most 2^26
 // elements (kSlots, FlatWeightSlots). At most 32 registers with one vector
 // per thread so 2048 threads per SM keep loads in flight, 40 with two (1536
-// threads). TPR = 0: one row of blockDim.x threads (two vectors each).
+// threads). TPR = 0: one row of blockDim.x threads (two vectors each, or
+// 3-4 in FlatWideRowConfig's 256 threads at up to 56 registers).
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
@@ -1484,6 +1485,9 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reve
 // Two vectors per thread at 32 registers (kDense), without the gate; with
 // one vector the plain instances hold 2048 threads per SM already.
 #define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(0, 2)
+// FlatWideRowConfig's CTA-wide rows of 3 and 4 vectors per thread, without
+// the gate.
+#define CAKE_FLAT_WIDE_CONFIGS(X) X(0, 3) X(0, 4)
 
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
                                  bool slots, bool reverse) {
@@ -1507,6 +1511,11 @@ const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool 
   }
   CAKE_FLAT_CONFIGS(CAKE_FLAT)
 #undef CAKE_FLAT
+  if (gate) return nullptr;
+#define CAKE_FLAT_WIDE(T, V) \
+  if (threads_per_row == T && vecs_per_thread == V) return CAKE_FLAT_OF(T, V, false, false);
+  CAKE_FLAT_WIDE_CONFIGS(CAKE_FLAT_WIDE)
+#undef CAKE_FLAT_WIDE
 #undef CAKE_FLAT_OF
 #undef CAKE_FLAT_OF_R
   return nullptr;

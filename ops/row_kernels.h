@@ -215,9 +215,10 @@ struct ZeroParams {
 //
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse = false);
-// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA);
-// dense: at 32 registers a thread (2048 threads per SM) at any config
-// (RowKernel::kFlatDense, no gated instances).
+// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA),
+// or of FlatWideRowConfig (CTA-wide rows of 3 or 4 vectors per thread, no
+// gated instances); dense: at 32 registers a thread (2048 threads per SM) at
+// FlatRowConfig's configs (RowKernel::kFlatDense, no gated instances).
 const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
                                  bool slots, bool reverse = false);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op

@@ -364,6 +364,38 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
   }
 }
 
+// The wide flat forward: at every width it takes, the row over 256 threads
+// of the fewest vectors that hold it (3 up to H = 6144, 4 above), an
+// instance for each of slots and direction, none with the gate.
+TEST(RegistryTest, WideFlatRowsTakeTheFewestVectorsOver256Threads) {
+  const ProgramInfo* wide = FindProgram("rmsnorm.fwd.flat.wide");
+  ASSERT_NE(wide, nullptr);
+  EXPECT_EQ(wide->dim_min, 4104);
+  EXPECT_EQ(wide->dim_max, 8192);
+  for (int64_t dim = wide->dim_min; dim <= wide->dim_max; dim += 8) {
+    const RowConfig c = wide->row_config(dim);
+    ASSERT_EQ(c.threads_per_row, 256) << dim;
+    ASSERT_EQ(c.block, 256) << dim;
+    ASSERT_EQ(c.vecs_per_thread, dim <= 6144 ? 3 : 4) << dim;
+    ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
+    ASSERT_LT(int64_t{c.threads_per_row} * (c.vecs_per_thread - 1) * kVecElems, dim) << dim;
+    std::set<const void*> kernels;
+    for (bool slots : {false, true}) {
+      for (bool reverse : {false, true}) {
+        const void* k = RowForwardFlatKernel(c.threads_per_row, c.vecs_per_thread, false, false,
+                                             slots, reverse);
+        ASSERT_NE(k, nullptr) << dim;
+        kernels.insert(k);
+        EXPECT_EQ(RowForwardFlatKernel(c.threads_per_row, c.vecs_per_thread, true, false, slots,
+                                       reverse),
+                  nullptr)
+            << dim;
+      }
+    }
+    EXPECT_EQ(kernels.size(), 4u) << dim;
+  }
+}
+
 // Where DwPartialBytes gives a width FP32 partial rows, the row config of
 // every backward that writes partial rows (the kernel instance's threads and
 // vectors) is one built with the FP32 store (BwdMayWriteFp32Partials): an

@@ -165,6 +165,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta.prefetch"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
+      {RowsSpec(3000, 6144, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.det.lockstep"},
       {RowsSpec(37, 4096, true), "rmsnorm.bwd.det.partials"},
       {RowsSpec(13, 8192, true), "rmsnorm.bwd.det.partials"},
@@ -471,6 +472,28 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
   specs.push_back(RowsSpec(4099, 4096, true));
   specs.back().set_weight_dtype(FP32);
   ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.dense");
+}
+
+// The wide flat forward: both instances (3 vectors per thread at H = 4104..
+// 6144, 4 above), rows that leave a thread's last vectors empty (H = 4104,
+// 6152), packed rows and views, the residual, an FP32 weight in the slots
+// and through L1 (above 2^26 elements), partial last CTAs.
+TEST_F(GpuTest, WideFlatForwardWithinBudget) {
+  std::vector<StepSpec> specs;
+  for (int64_t dim : {4104, 5120, 6144, 6152, 8192}) {
+    for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
+  }
+  specs.push_back(HeadsSpec(257, 2, 6144));
+  specs.push_back(HeadsSpec(99, 3, 8192, 4 * 8192, 8192));
+  for (int64_t dim : {6144, 8192}) {
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_residual(true);
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_weight_dtype(FP32);
+  }
+  specs.push_back(RowsSpec(8193, 8192, true));  // 2^26 + 8192 elements: no slots
+  specs.back().set_weight_dtype(FP32);
+  ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.wide");
 }
 
 // The split backward in place of the routed one (at every row count):

@@ -94,8 +94,9 @@ TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
     StepSpec spec = RowsSpec(65536, 6144, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
-    EXPECT_THAT(Programs(plan), ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.loop", "memset",
-                                            "rmsnorm.bwd.kb", "dw.finish"));
+    EXPECT_THAT(Programs(plan),
+                ElementsAre("rmsnorm.fwd.flat.wide", "rmsnorm.fwd.flat.wide", "memset",
+                            "rmsnorm.bwd.kb", "dw.finish"));
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);
     EXPECT_EQ(r.name(), "dw_acc");

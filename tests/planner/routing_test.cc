@@ -305,7 +305,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(16897, 256)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(16384, 128)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(2048, 4096)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(1024, 6144)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(1024, 6144)), "rmsnorm.fwd.flat.wide");  // table .26
   // At H = 6144 with an FP32 weight the flat program below 2049 rows.
   for (int64_t rows : {1, 1024, 2048}) {
     StepSpec fp32 = RowsSpec(rows, 6144);
@@ -314,8 +314,33 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   EXPECT_EQ(forward(RowsSpec(1024, 8192)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(2049, 8192)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(65536, 8192)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16383, 8192)), "rmsnorm.fwd.flat.dense");
+  // Table .26, without the fused residual: the wide flat program at H = 8192
+  // from 16384 rows (BF16 weight) or 4096 (FP32), at H = 6144 from 6144 rows
+  // and for 1024..1535 (BF16) or from 2049 (FP32); not at the widths beside.
+  EXPECT_EQ(forward(RowsSpec(16384, 8192)), "rmsnorm.fwd.flat.wide");
+  EXPECT_EQ(forward(RowsSpec(131072, 8192)), "rmsnorm.fwd.flat.wide");
+  for (int64_t rows : {1023, 1024, 1535, 1536, 2048, 2049, 4095, 4096, 6143, 6144, 262144}) {
+    for (int64_t dim : {6144, 8192}) {
+      StepSpec fp32 = RowsSpec(rows, dim);
+      fp32.set_weight_dtype(FP32);
+      const bool wide = dim == 6144 ? rows >= 2049 : rows >= 4096;
+      if (wide) {
+        EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+      } else {
+        EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+      }
+      StepSpec with_residual = fp32;
+      with_residual.set_residual(true);
+      EXPECT_NE(forward(with_residual), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+    }
+    for (int64_t dim : {6136, 6152}) {
+      StepSpec fp32 = RowsSpec(rows, dim);
+      fp32.set_weight_dtype(FP32);
+      EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+      EXPECT_NE(forward(RowsSpec(rows, dim)), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+    }
+  }
   // Tables .17-.19, without the fused residual: H = 4096 from 4096 rows
   // with an FP32 weight, 2049..16384 rows with a BF16 one; H = 3072 at
   // 4096..12288 rows, 5120 at 2049..65536, 6144 at 2049..24576. With the
@@ -347,8 +372,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       const bool dense = (rows >= first && rows <= last) || (dim == 5120 && rows <= 1535) ||
                          (dim == 6144 && rows <= 1023) ||
                          (dim == 3072 && rows >= 16384 && rows <= 65536);  // table .22
+      // Table .26: H = 6144 (BF16 weight) the wide flat program from 6144
+      // rows and for 1024..1535.
+      const bool wide = dim == 6144 && (rows >= 6144 || (rows >= 1024 && rows <= 1535));
       StepSpec plain = RowsSpec(rows, dim);
-      EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : flat_or_loop(rows, dim))
+      EXPECT_EQ(forward(plain), wide    ? "rmsnorm.fwd.flat.wide"
+                                : dense ? "rmsnorm.fwd.flat.dense"
+                                        : flat_or_loop(rows, dim))
           << rows << " x " << dim;
     }
     StepSpec residual_6144 = RowsSpec(rows, 6144);
@@ -449,7 +479,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (int64_t rows : {1, 1024, 131072}) {
     StepSpec fp32 = RowsSpec(rows, 8192);
     fp32.set_weight_dtype(FP32);
-    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.dense") << rows;
+    EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.wide" : "rmsnorm.fwd.flat.dense")
+        << rows;  // the wide program since table .26
+    fp32.set_residual(true);
+    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.dense") << rows << " residual";
   }
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   StepSpec residual = RowsSpec(131072, 6144);
