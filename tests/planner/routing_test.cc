@@ -388,11 +388,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         << rows;
   }
   // Table .21: H = 4104..6136 (other than 5120, which has its own
-  // windows) the dense program for 2049..16384 rows without the residual.
+  // windows) the dense program for 2049..16384 rows without the residual,
+  // from 1536 rows since table .27.
   for (int64_t dim : {4104, 4608, 5632, 6136}) {
-    for (int64_t rows : {2048, 2049, 16384, 16385}) {
+    for (int64_t rows : {1535, 1536, 2048, 2049, 16384, 16385}) {
       StepSpec plain = RowsSpec(rows, dim);
-      const bool dense = rows >= 2049 && rows <= 16384;
+      const bool dense = rows >= 1536 && rows <= 16384;
       EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
       StepSpec with_residual = plain;
@@ -476,6 +477,23 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   StepSpec residual_8192 = RowsSpec(131072, 8192);
   residual_8192.set_residual(true);
   EXPECT_EQ(forward(residual_8192), "rmsnorm.fwd.loop");
+  // Table .27: the wide flat program at H = 7680 from 16384 rows and, with
+  // the fused residual, at H = 8192 for 16384..65536 rows.
+  for (int64_t rows : {8192, 16383, 16384, 65536, 65537, 262144}) {
+    for (DType w : {BF16, FP32}) {
+      StepSpec at_7680 = RowsSpec(rows, 7680);
+      at_7680.set_weight_dtype(w);
+      const char* below = rows <= 8192 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop";
+      EXPECT_EQ(forward(at_7680), rows >= 16384 ? "rmsnorm.fwd.flat.wide" : below) << rows;
+      at_7680.set_residual(true);
+      EXPECT_NE(forward(at_7680), "rmsnorm.fwd.flat.wide") << rows << " residual";
+      StepSpec residual = RowsSpec(rows, 8192);
+      residual.set_weight_dtype(w);
+      residual.set_residual(true);
+      const bool wide = rows >= 16384 && rows <= 65536;
+      EXPECT_EQ(forward(residual) == "rmsnorm.fwd.flat.wide", wide) << rows << " residual";
+    }
+  }
   for (int64_t rows : {1, 1024, 131072}) {
     StepSpec fp32 = RowsSpec(rows, 8192);
     fp32.set_weight_dtype(FP32);
