@@ -165,21 +165,26 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 }
 
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 4104..8192 in
-// one CTA of 256 threads of up to 4 vectors each (3 at H = 6144, 4 at 8192)
-// in place of fwd.flat's two vectors over 384 or 512 threads, no gate. On
-// the H200 (2026-11-30) it ran 0.960-0.981x fwd.flat.dense's or the loop's
-// time with an FP32 weight at H = 6144 from 2048 rows and at 8192 from 4096,
-// 0.984-0.994x with a BF16 one at H = 6144 from 6144 rows and 8192 from
-// 16384, and [1280, 6144] 0.78x the loop's; at 32 registers (2048 threads
-// per SM) it spilled 36-148 bytes and ran 1.03-1.30x.
+// one CTA of 4 vectors per thread over the fewest whole warps (160..256
+// threads: 224 at H = 6656 and 7168, 192 at 5632, 256 at 7680 and 8192), but
+// at H = 6144 256 threads of 3, in place of fwd.flat's 384 or 512 threads of
+// two; no gate. On the H200 (2026-11-30) it ran 0.960-0.981x the routed
+// program's time with an FP32 weight at H = 6144 from 2048 rows and at 8192
+// from 4096, 0.984-0.994x with a BF16 one at H = 6144 from 6144 rows and 8192
+// from 16384, and 0.946-0.996x at H = 5632, 6656 and 7168 from 1024-4096
+// rows. At 6144, 192 threads of 4 ran 1.018-1.020x 256 of 3 with an FP32
+// weight at 2048-4096 rows (level elsewhere); at H = 6656 and 7168, 256
+// threads of 4 ran 1.011-1.063x 224 of 4's time and 288-320 of 3
+// 1.006-1.047x; at 32 registers (2048 threads per SM) it spilled 36-148 bytes
+// and ran 1.03-1.30x.
 inline constexpr int64_t kFlatWideDimMin = 4104;
 inline constexpr int64_t kFlatWideDimMax = 8192;
-inline constexpr int kFlatWideBlock = 256;
+inline constexpr int64_t kFlatWideThreeVecsDim = 6144;  // 256 threads of 3
 constexpr RowConfig FlatWideRowConfig(int64_t dim) {
   RowConfig c;
-  c.threads_per_row = kFlatWideBlock;
-  c.block = kFlatWideBlock;
-  c.vecs_per_thread = static_cast<int>(CeilDiv(dim / kVecElems, kFlatWideBlock));
+  c.vecs_per_thread = dim == kFlatWideThreeVecsDim ? 3 : kMaxVecsPerThread;
+  c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(dim / kVecElems, c.vecs_per_thread), 32));
+  c.block = c.threads_per_row;
   return c;
 }
 

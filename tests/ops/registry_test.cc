@@ -364,21 +364,24 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
   }
 }
 
-// The wide flat forward: at every width it takes, the row over 256 threads
-// of the fewest vectors that hold it (3 up to H = 6144, 4 above), an
-// instance for each of slots and direction, none with the gate.
-TEST(RegistryTest, WideFlatRowsTakeTheFewestVectorsOver256Threads) {
+// The wide flat forward: at every width it takes, the row over the fewest
+// whole warps of 4 vectors (256 threads of 3 at H = 6144), an instance for
+// each of slots and direction, none with the gate.
+TEST(RegistryTest, WideFlatRowsTakeTheFewestWarpsOfFourVectors) {
   const ProgramInfo* wide = FindProgram("rmsnorm.fwd.flat.wide");
   ASSERT_NE(wide, nullptr);
   EXPECT_EQ(wide->dim_min, 4104);
   EXPECT_EQ(wide->dim_max, 8192);
   for (int64_t dim = wide->dim_min; dim <= wide->dim_max; dim += 8) {
     const RowConfig c = wide->row_config(dim);
-    ASSERT_EQ(c.threads_per_row, 256) << dim;
-    ASSERT_EQ(c.block, 256) << dim;
-    ASSERT_EQ(c.vecs_per_thread, dim <= 6144 ? 3 : 4) << dim;
+    ASSERT_EQ(c.block, c.threads_per_row) << dim;
+    ASSERT_EQ(c.threads_per_row % 32, 0) << dim;
+    ASSERT_EQ(c.vecs_per_thread, dim == 6144 ? 3 : 4) << dim;
     ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
-    ASSERT_LT(int64_t{c.threads_per_row} * (c.vecs_per_thread - 1) * kVecElems, dim) << dim;
+    // No whole warp without a vector of the row.
+    ASSERT_LT(int64_t{c.threads_per_row - 32} * c.vecs_per_thread * kVecElems, dim) << dim;
+    ASSERT_GE(c.threads_per_row, 160) << dim;
+    ASSERT_LE(c.threads_per_row, 256) << dim;
     std::set<const void*> kernels;
     for (bool slots : {false, true}) {
       for (bool reverse : {false, true}) {

@@ -474,13 +474,14 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
   ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.dense");
 }
 
-// The wide flat forward: both instances (3 vectors per thread at H = 4104..
-// 6144, 4 above), rows that leave a thread's last vectors empty (H = 4104,
-// 6152), packed rows and views, the residual, an FP32 weight in the slots
-// and through L1 (above 2^26 elements), partial last CTAs.
+// The wide flat forward: both instances (3 vectors per thread at H = 6144,
+// 4 elsewhere) over 160..256 threads, rows that leave a thread's last
+// vectors empty (H = 4104, 6152), packed rows and views, the residual, an
+// FP32 weight in the slots and through L1 (above 2^26 elements), partial
+// last CTAs.
 TEST_F(GpuTest, WideFlatForwardWithinBudget) {
   std::vector<StepSpec> specs;
-  for (int64_t dim : {4104, 5120, 6144, 6152, 8192}) {
+  for (int64_t dim : {4104, 5120, 5632, 6144, 6152, 7168, 8192}) {
     for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
   }
   specs.push_back(HeadsSpec(257, 2, 6144));

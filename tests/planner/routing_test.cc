@@ -294,7 +294,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   StepSpec one_row_residual = RowsSpec(1, 2568);
   one_row_residual.set_residual(true);
   EXPECT_EQ(forward(one_row_residual), "rmsnorm.fwd.loop");
-  EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.flat.wide");  // table .28
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
   // at every row count (above 65536 rows with a BF16 weight since table .17,
@@ -334,7 +334,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       with_residual.set_residual(true);
       EXPECT_NE(forward(with_residual), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
     }
-    for (int64_t dim : {6136, 6152}) {
+    for (int64_t dim : {6136, 8184}) {
       StepSpec fp32 = RowsSpec(rows, dim);
       fp32.set_weight_dtype(FP32);
       EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
@@ -394,8 +394,18 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t rows : {1535, 1536, 2048, 2049, 16384, 16385}) {
       StepSpec plain = RowsSpec(rows, dim);
       const bool dense = rows >= 1536 && rows <= 16384;
-      EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop")
+      // Table .28: H = 5632 with a BF16 weight the wide program from 1024
+      // rows (with an FP32 one from 4096).
+      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide"
+                                : dense     ? "rmsnorm.fwd.flat.dense"
+                                            : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
+      if (dim == 5632) {
+        StepSpec fp32 = plain;
+        fp32.set_weight_dtype(FP32);
+        const char* routed = dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop";
+        EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.wide" : routed) << rows;
+      }
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
       EXPECT_EQ(forward(with_residual),
@@ -432,6 +442,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";
         } else if (dim >= 2568 && dim <= 4088 && rows <= 1023) {
           want = "rmsnorm.fwd.flat";
+        } else if (dim >= 6152 && dim <= 7680 && rows >= 2048) {
+          want = "rmsnorm.fwd.flat.wide";  // table .28
         } else if (dim >= 6152 && dim <= 8184 && rows <= 8192) {
           want = "rmsnorm.fwd.flat.dense";
         } else if (rows >= 1024 &&
@@ -477,14 +489,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   StepSpec residual_8192 = RowsSpec(131072, 8192);
   residual_8192.set_residual(true);
   EXPECT_EQ(forward(residual_8192), "rmsnorm.fwd.loop");
-  // Table .27: the wide flat program at H = 7680 from 16384 rows and, with
-  // the fused residual, at H = 8192 for 16384..65536 rows.
+  // Table .27: the wide flat program at H = 7680 from 16384 rows (2048 since
+  // table .28) and, with the fused residual, at H = 8192 for 16384..65536
+  // rows.
   for (int64_t rows : {8192, 16383, 16384, 65536, 65537, 262144}) {
     for (DType w : {BF16, FP32}) {
       StepSpec at_7680 = RowsSpec(rows, 7680);
       at_7680.set_weight_dtype(w);
-      const char* below = rows <= 8192 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop";
-      EXPECT_EQ(forward(at_7680), rows >= 16384 ? "rmsnorm.fwd.flat.wide" : below) << rows;
+      EXPECT_EQ(forward(at_7680), "rmsnorm.fwd.flat.wide") << rows;  // from 2048 rows
       at_7680.set_residual(true);
       EXPECT_NE(forward(at_7680), "rmsnorm.fwd.flat.wide") << rows << " residual";
       StepSpec residual = RowsSpec(rows, 8192);
