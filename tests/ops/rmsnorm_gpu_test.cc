@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <set>
 #include <string>
@@ -411,6 +412,16 @@ TEST_F(GpuTest, BackwardAfterTheRecomputeMatchesTheBackwardAloneBitwise) {
 // The looped forward in place of the routed one: within budget over dims,
 // T, a strided view, an FP32 weight and the fused residual (h included), and
 // the recompute equal to the forward bit for bit.
+// Packed rows of each of `dims` at 1, 7 and 4099 tokens (one row, a partial
+// CTA, many CTAs), deterministic.
+std::vector<StepSpec> PackedRowsAtFewAndMany(std::initializer_list<int64_t> dims) {
+  std::vector<StepSpec> specs;
+  for (int64_t dim : dims) {
+    for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
+  }
+  return specs;
+}
+
 // Forward and recompute through `program` in place of the routed forward:
 // within budget over 3 seeds, and a rerun bit for bit the same.
 void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs,
@@ -459,10 +470,7 @@ TEST_F(GpuTest, LoopForwardWithinBudget) {
 // lanes of two vectors, CTA-wide rows of two) and a plain one (one vector),
 // packed rows and views, the residual, an FP32 weight, partial last CTAs.
 TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
-  std::vector<StepSpec> specs;
-  for (int64_t dim : {128, 256, 512, 1536, 4096, 8192, 16384}) {
-    for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
-  }
+  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({128, 256, 512, 1536, 4096, 8192, 16384});
   specs.push_back(HeadsSpec(4096, 4, 256));
   specs.push_back(HeadsSpec(1031, 24, 256, 32 * 256, 256));
   for (int64_t dim : {256, 1536, 6144}) {
@@ -480,10 +488,7 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 // FP32 weight in the slots and through L1 (above 2^26 elements), partial
 // last CTAs.
 TEST_F(GpuTest, WideFlatForwardWithinBudget) {
-  std::vector<StepSpec> specs;
-  for (int64_t dim : {4104, 5120, 5632, 6144, 6152, 7168, 8192}) {
-    for (int64_t tokens : {1, 7, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
-  }
+  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({4104, 5120, 5632, 6144, 6152, 7168, 8192});
   specs.push_back(HeadsSpec(257, 2, 6144));
   specs.push_back(HeadsSpec(99, 3, 8192, 4 * 8192, 8192));
   for (int64_t dim : {6144, 8192}) {
