@@ -167,7 +167,7 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 4104..8192 in
 // one CTA of 4 vectors per thread over the fewest whole warps (160..256
 // threads: 224 at H = 6656 and 7168, 192 at 5632, 256 at 7680 and 8192), but
-// at H = 6144 256 threads of 3, in place of fwd.flat's 384 or 512 threads of
+// at H = 6144 256 threads of 3, in place of fwd.flat's 288..512 threads of
 // two; no gate. On the H200 (2026-11-30) it ran 0.960-0.981x the routed
 // program's time with an FP32 weight at H = 6144 from 2048 rows and at 8192
 // from 4096, 0.984-0.994x with a BF16 one at H = 6144 from 6144 rows and 8192

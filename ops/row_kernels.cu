@@ -502,17 +502,17 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
   }
 }
 
-// The flat forward (FlatRowConfig, FlatWideRowConfig): one row group per CTA, loads issued
-// first, each thread's weight vectors copied into shared memory through L1
-// behind them (no staging loop, no barrier), so that the weight has arrived
-// by the time y is formed: read through L1 after the row sum, as it was, it
-// cost 3-11% of the time at 1024-4096 rows on the H200 ([1024, 4096] 5.8 ->
-// 5.2 us, [4096, 1536] 8.3 -> 7.8, [4096, 4, 256] contiguous 5.7 -> 5.4;
+// The flat forward (FlatRowConfig, FlatWideRowConfig): one row group per CTA,
+// loads issued first, each thread's weight vectors copied into shared memory
+// through L1 behind them (no staging loop, no barrier), so that the weight has
+// arrived by the time y is formed: read through L1 after the row sum, as it
+// was, it cost 3-11% of the time at 1024-4096 rows on the H200 ([1024, 4096]
+// 5.8 -> 5.2 us, [4096, 1536] 8.3 -> 7.8, [4096, 4, 256] contiguous 5.7 -> 5.4;
 // 16384 rows 0.97-1.00x; 2026-11-30), where the tensor has at most 2^26
-// elements (kSlots, FlatWeightSlots). At most 32 registers with one vector
-// per thread so 2048 threads per SM keep loads in flight, 40 with two (1536
-// threads). TPR = 0: one row of blockDim.x threads (two vectors each, or
-// 3-4 in FlatWideRowConfig's 256 threads at up to 56 registers).
+// elements (kSlots, FlatWeightSlots). At most 32 registers with one vector per
+// thread so 2048 threads per SM keep loads in flight, 40 with two (1536
+// threads). TPR = 0: one row of blockDim.x threads (two vectors each, or 3-4 in
+// FlatWideRowConfig's 160..256 threads, at 47-56 registers).
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
