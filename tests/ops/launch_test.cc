@@ -220,7 +220,7 @@ TEST(LaunchTest, BackwardLoadsItsRowsBeforeTheWaitAfterTheRecompute) {
 TEST(LaunchTest, RecomputeWalksTheRowsFromTheLast) {
   std::set<std::string> programs;
   for (const StepSpec& spec : {testing::RowsSpec(65536, 8192, true),
-                               testing::RowsSpec(65536, 6136, true),
+                               testing::RowsSpec(131072, 5120, true),
                                testing::RowsSpec(16384, 6136, true)}) {
     absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
     ASSERT_TRUE(plan.ok()) << plan.status();

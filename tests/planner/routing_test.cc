@@ -334,7 +334,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       with_residual.set_residual(true);
       EXPECT_NE(forward(with_residual), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
     }
-    for (int64_t dim : {6136, 8184}) {
+    for (int64_t dim : {5120, 8184}) {
       StepSpec fp32 = RowsSpec(rows, dim);
       fp32.set_weight_dtype(FP32);
       EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
@@ -395,17 +395,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       StepSpec plain = RowsSpec(rows, dim);
       const bool dense = rows >= 1536 && rows <= 16384;
       // Table .28: H = 5632 with a BF16 weight the wide program from 1024
-      // rows (with an FP32 one from 4096).
-      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide"
-                                : dense     ? "rmsnorm.fwd.flat.dense"
-                                            : "rmsnorm.fwd.loop")
+      // rows (with an FP32 one from 4096); table .29: H = 4104..6136 the wide
+      // program above 16384 rows.
+      const char* routed = dense            ? "rmsnorm.fwd.flat.dense"
+                           : rows >= 16385 ? "rmsnorm.fwd.flat.wide"
+                                           : "rmsnorm.fwd.loop";
+      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide" : routed)
           << rows << " x " << dim;
-      if (dim == 5632) {
-        StepSpec fp32 = plain;
-        fp32.set_weight_dtype(FP32);
-        const char* routed = dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop";
-        EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.wide" : routed) << rows;
-      }
+      StepSpec fp32 = plain;
+      fp32.set_weight_dtype(FP32);
+      EXPECT_EQ(forward(fp32), dim == 5632 && rows >= 4096 ? "rmsnorm.fwd.flat.wide" : routed)
+          << rows << " x " << dim << " FP32";
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
       EXPECT_EQ(forward(with_residual),
