@@ -152,16 +152,20 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 // H = 1536 and 2048 0.78-0.82x the time, D = 256 views 0.91-0.94x); at
 // D = 128 (gated rows) 8 lanes of two vectors were 1-4% slower than 16 of one.
 inline constexpr int kMaxFlatBlock = 1024;
+// A row of `dim` in one CTA of the fewest whole warps of `vecs_per_thread`.
+constexpr RowConfig FlatCtaRowConfig(int64_t dim, int vecs_per_thread) {
+  RowConfig c;
+  c.vecs_per_thread = vecs_per_thread;
+  c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(dim / kVecElems, vecs_per_thread), 32));
+  c.block = c.threads_per_row;
+  return c;
+}
 constexpr RowConfig FlatRowConfig(int64_t dim) {
   const int64_t vecs = dim / kVecElems;
   if (vecs <= 16) return MakeRowConfig(dim, vecs <= 8 ? 8 : 16);
   if (vecs <= 32) return MakeRowConfig(dim, 16);  // two vectors per thread
   if (vecs <= 64) return MakeRowConfig(dim, 32);
-  RowConfig c;
-  c.vecs_per_thread = 2;
-  c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(vecs, c.vecs_per_thread), 32));
-  c.block = c.threads_per_row;
-  return c;
+  return FlatCtaRowConfig(dim, 2);
 }
 
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 4104..8192 in
@@ -181,11 +185,7 @@ inline constexpr int64_t kFlatWideDimMin = 4104;
 inline constexpr int64_t kFlatWideDimMax = 8192;
 inline constexpr int64_t kFlatWideThreeVecsDim = 6144;  // 256 threads of 3
 constexpr RowConfig FlatWideRowConfig(int64_t dim) {
-  RowConfig c;
-  c.vecs_per_thread = dim == kFlatWideThreeVecsDim ? 3 : kMaxVecsPerThread;
-  c.threads_per_row = static_cast<int>(RoundUp(CeilDiv(dim / kVecElems, c.vecs_per_thread), 32));
-  c.block = c.threads_per_row;
-  return c;
+  return FlatCtaRowConfig(dim, dim == kFlatWideThreeVecsDim ? 3 : kMaxVecsPerThread);
 }
 
 // The flat forward's shared memory: each thread's weight vectors (16 bytes
