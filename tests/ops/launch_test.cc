@@ -220,8 +220,8 @@ TEST(LaunchTest, BackwardLoadsItsRowsBeforeTheWaitAfterTheRecompute) {
 TEST(LaunchTest, RecomputeWalksTheRowsFromTheLast) {
   std::set<std::string> programs;
   for (const StepSpec& spec : {testing::RowsSpec(65536, 8192, true),
-                               testing::RowsSpec(131072, 5120, true),
-                               testing::RowsSpec(16384, 6136, true)}) {
+                               testing::RowsSpec(65536, 4096, true),
+                               testing::RowsSpec(16384, 4608, true)}) {
     absl::StatusOr<Plan> plan = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
     ASSERT_TRUE(plan.ok()) << plan.status();
     ASSERT_EQ(plan->launches(0).phase(), FORWARD);

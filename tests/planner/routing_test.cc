@@ -177,7 +177,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   };
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(3071, 4096, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(2559, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
     // Below 16384 rows det.partials from 6144 rows at H = 2048, from 12288
@@ -209,13 +209,15 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     for (int64_t dim : {3280, 3584, 4088}) {
-      EXPECT_EQ(backward(RowsSpec(3071, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(2559, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(4096, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     // Table .24, without the fused residual: from 3072 rows at H =
     // 3280..4096 and 6560..8184, and at H = 8192 with an FP32 weight (table
-    // .25: with either weight); with the residual from 4096 as before.
+    // .25: with either weight). Table .30: from 2560 rows at 6560..8184 and
+    // (BF16 weight) 3456..4096; with the residual from 2048 rows at
+    // 3280..4096 and 6560..8184, from 2560 at 8192.
     auto fp32 = [](StepSpec spec) {
       spec.set_weight_dtype(FP32);
       return spec;
@@ -228,16 +230,32 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       for (int64_t rows : {3072, 4095}) {
         EXPECT_EQ(backward(RowsSpec(rows, dim, det)), "rmsnorm.bwd.det.partials") << dim;
         EXPECT_EQ(backward(fp32(RowsSpec(rows, dim, det))), "rmsnorm.bwd.det.partials") << dim;
-        EXPECT_EQ(backward(residual(RowsSpec(rows, dim, det))), "rmsnorm.bwd.split") << dim;
       }
-      EXPECT_EQ(backward(RowsSpec(3071, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(residual(RowsSpec(4096, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+      const bool wide = dim >= 6560;
+      const bool bf16_from_2560 = wide || dim >= 3456;
+      EXPECT_EQ(backward(RowsSpec(2560, dim, det)),
+                bf16_from_2560 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
+          << dim;
+      EXPECT_EQ(backward(fp32(RowsSpec(2560, dim, det))),
+                wide ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
+          << dim;
+      EXPECT_EQ(backward(RowsSpec(2559, dim, det)), "rmsnorm.bwd.split") << dim;
+      for (int64_t rows : {2048, 3071, 4096}) {
+        EXPECT_EQ(backward(residual(RowsSpec(rows, dim, det))), "rmsnorm.bwd.det.partials")
+            << dim << " " << rows;
+      }
+      EXPECT_EQ(backward(residual(RowsSpec(2047, dim, det))), "rmsnorm.bwd.split") << dim;
     }
+    EXPECT_EQ(backward(RowsSpec(2560, 3448, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(2560, 3456, det)), "rmsnorm.bwd.det.partials");
     for (int64_t rows : {3072, 4095}) {
       EXPECT_EQ(backward(fp32(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
       EXPECT_EQ(backward(RowsSpec(rows, 8192, det)), "rmsnorm.bwd.det.partials") << rows;
-      EXPECT_EQ(backward(residual(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.split") << rows;
     }
+    for (int64_t rows : {2560, 4095}) {
+      EXPECT_EQ(backward(residual(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
+    }
+    EXPECT_EQ(backward(residual(RowsSpec(2559, 8192, det))), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(fp32(RowsSpec(3071, 8192, det))), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(3071, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3200, det)), "rmsnorm.bwd.split");
@@ -330,15 +348,23 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       } else {
         EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
       }
+      // With the fused residual: at H = 8192 from 16384 rows (tables .27,
+      // .30), not at 6144.
       StepSpec with_residual = fp32;
       with_residual.set_residual(true);
-      EXPECT_NE(forward(with_residual), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+      EXPECT_EQ(forward(with_residual) == "rmsnorm.fwd.flat.wide", dim == 8192 && rows >= 16384)
+          << rows << " x " << dim << " residual";
     }
+    // Table .30: H = 5120 from 16384 rows (FP32 weight) or 65537 (BF16);
+    // H = 8184 as 6152..7680, from 2048 rows.
     for (int64_t dim : {5120, 8184}) {
       StepSpec fp32 = RowsSpec(rows, dim);
       fp32.set_weight_dtype(FP32);
-      EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
-      EXPECT_NE(forward(RowsSpec(rows, dim)), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
+      const bool fp32_wide = dim == 5120 ? rows >= 16384 : rows >= 2048;
+      const bool bf16_wide = dim == 5120 ? rows >= 65537 : rows >= 2048;
+      EXPECT_EQ(forward(fp32) == "rmsnorm.fwd.flat.wide", fp32_wide) << rows << " x " << dim;
+      EXPECT_EQ(forward(RowsSpec(rows, dim)) == "rmsnorm.fwd.flat.wide", bf16_wide)
+          << rows << " x " << dim;
     }
   }
   // Tables .17-.19, without the fused residual: H = 4096 from 4096 rows
@@ -373,8 +399,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                          (dim == 6144 && rows <= 1023) ||
                          (dim == 3072 && rows >= 16384 && rows <= 65536);  // table .22
       // Table .26: H = 6144 (BF16 weight) the wide flat program from 6144
-      // rows and for 1024..1535.
-      const bool wide = dim == 6144 && (rows >= 6144 || (rows >= 1024 && rows <= 1535));
+      // rows and for 1024..1535; table .30: H = 5120 above 65536 rows.
+      const bool wide = (dim == 6144 && (rows >= 6144 || (rows >= 1024 && rows <= 1535))) ||
+                        (dim == 5120 && rows >= 65537);
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), wide    ? "rmsnorm.fwd.flat.wide"
                                 : dense ? "rmsnorm.fwd.flat.dense"
@@ -390,26 +417,31 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // Table .21: H = 4104..6136 (other than 5120, which has its own
   // windows) the dense program for 2049..16384 rows without the residual,
   // from 1536 rows since table .27.
-  for (int64_t dim : {4104, 4608, 5632, 6136}) {
-    for (int64_t rows : {1535, 1536, 2048, 2049, 16384, 16385}) {
+  for (int64_t dim : {4104, 4608, 4616, 4864, 5112, 5128, 5632, 6136}) {
+    for (int64_t rows : {1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
       StepSpec plain = RowsSpec(rows, dim);
       const bool dense = rows >= 1536 && rows <= 16384;
       // Table .28: H = 5632 with a BF16 weight the wide program from 1024
       // rows (with an FP32 one from 4096); table .29: H = 4104..6136 the wide
-      // program above 16384 rows.
-      const char* routed = dense            ? "rmsnorm.fwd.flat.dense"
-                           : rows >= 16385 ? "rmsnorm.fwd.flat.wide"
-                                           : "rmsnorm.fwd.loop";
-      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide" : routed)
+      // program above 16384 rows; table .30: at H = 4616..6136 from 2048 rows
+      // (BF16 weight) or 3072 (FP32).
+      const bool wide_dims = dim >= 4616;
+      auto routed = [&](int64_t from) {
+        return rows >= 16385 || (wide_dims && rows >= from) ? "rmsnorm.fwd.flat.wide"
+               : dense                                       ? "rmsnorm.fwd.flat.dense"
+                                                             : "rmsnorm.fwd.loop";
+      };
+      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide" : routed(2048))
           << rows << " x " << dim;
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
-      EXPECT_EQ(forward(fp32), dim == 5632 && rows >= 4096 ? "rmsnorm.fwd.flat.wide" : routed)
-          << rows << " x " << dim << " FP32";
+      EXPECT_EQ(forward(fp32), routed(3072)) << rows << " x " << dim << " FP32";
+      // With the residual, the wide program from 16384 rows (table .30).
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual),
-                rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+      EXPECT_EQ(forward(with_residual), rows >= 16384                 ? "rmsnorm.fwd.flat.wide"
+                                        : rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat"
+                                                                       : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
     }
   }
@@ -442,8 +474,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";
         } else if (dim >= 2568 && dim <= 4088 && rows <= 1023) {
           want = "rmsnorm.fwd.flat";
-        } else if (dim >= 6152 && dim <= 7680 && rows >= 2048) {
-          want = "rmsnorm.fwd.flat.wide";  // table .28
+        } else if (dim >= 6152 && dim <= 8184 && rows >= 2048) {
+          want = "rmsnorm.fwd.flat.wide";  // tables .28, .30
         } else if (dim >= 6152 && dim <= 8184 && rows <= 8192) {
           want = "rmsnorm.fwd.flat.dense";
         } else if (rows >= 1024 &&
@@ -451,9 +483,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
+        // With the residual the rule before but at H = 6152..8184 (table
+        // .30): the wide program for 512..2048 rows and from 16384.
         StepSpec with_residual = plain;
         with_residual.set_residual(true);
-        EXPECT_EQ(forward(with_residual), before(rows, dim))
+        const bool residual_wide = dim >= 6152 && dim <= 8184 &&
+                                   ((rows >= 512 && rows <= 2048) || rows >= 16384);
+        EXPECT_EQ(forward(with_residual), residual_wide ? "rmsnorm.fwd.flat.wide" : before(rows, dim))
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
     }
@@ -486,24 +522,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat") << rows;
     EXPECT_EQ(forward(with_residual), "rmsnorm.fwd.flat") << rows;
   }
-  StepSpec residual_8192 = RowsSpec(131072, 8192);
-  residual_8192.set_residual(true);
-  EXPECT_EQ(forward(residual_8192), "rmsnorm.fwd.loop");
   // Table .27: the wide flat program at H = 7680 from 16384 rows (2048 since
   // table .28) and, with the fused residual, at H = 8192 for 16384..65536
-  // rows.
+  // rows (H = 6152..8192 from 16384 since table .30; at 6152..8184 also for
+  // 512..2048).
   for (int64_t rows : {8192, 16383, 16384, 65536, 65537, 262144}) {
     for (DType w : {BF16, FP32}) {
       StepSpec at_7680 = RowsSpec(rows, 7680);
       at_7680.set_weight_dtype(w);
       EXPECT_EQ(forward(at_7680), "rmsnorm.fwd.flat.wide") << rows;  // from 2048 rows
       at_7680.set_residual(true);
-      EXPECT_NE(forward(at_7680), "rmsnorm.fwd.flat.wide") << rows << " residual";
+      EXPECT_EQ(forward(at_7680) == "rmsnorm.fwd.flat.wide", rows >= 16384) << rows << " residual";
       StepSpec residual = RowsSpec(rows, 8192);
       residual.set_weight_dtype(w);
       residual.set_residual(true);
-      const bool wide = rows >= 16384 && rows <= 65536;
-      EXPECT_EQ(forward(residual) == "rmsnorm.fwd.flat.wide", wide) << rows << " residual";
+      EXPECT_EQ(forward(residual) == "rmsnorm.fwd.flat.wide", rows >= 16384) << rows << " residual";
     }
   }
   for (int64_t rows : {1, 1024, 131072}) {
@@ -512,7 +545,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.wide" : "rmsnorm.fwd.flat.dense")
         << rows;  // the wide program since table .26
     fp32.set_residual(true);
-    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat.dense") << rows << " residual";
+    EXPECT_EQ(forward(fp32), rows >= 16384 ? "rmsnorm.fwd.flat.wide" : "rmsnorm.fwd.flat.dense")
+        << rows << " residual";
   }
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   StepSpec residual = RowsSpec(131072, 6144);
