@@ -199,8 +199,8 @@ const ProgramInfo kPrograms[] = {
      RowKernel::kFlatDense},
     {"rmsnorm.fwd.flat.wide", RMSNORM, Stage::kForward, true, kFlatWideDimMin, kFlatWideDimMax,
      true, true, false, DwOutput::kNone, "", ForwardFlatWide, nullptr, "", FlatWideRowConfig,
-     "fwd.flat with the row (H = 4104..8192) over the fewest whole warps of 4 vectors each "
-     "(160..256 threads; 256 of 3 at H = 6144) in place of 288..512 threads of two",
+     "fwd.flat with the row (H = 3072..8192) over the fewest whole warps of 4 vectors each "
+     "(96..256 threads; 256 of 3 at H = 6144) in place of 192..512 threads of two",
      RowKernel::kFlat},
     {"rmsnorm.fwd.loop", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardLoop, nullptr, "", LoopRowConfig,

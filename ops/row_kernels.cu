@@ -512,7 +512,7 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // elements (kSlots, FlatWeightSlots). At most 32 registers with one vector per
 // thread so 2048 threads per SM keep loads in flight, 40 with two (1536
 // threads). TPR = 0: one row of blockDim.x threads (two vectors each, or 3-4 in
-// FlatWideRowConfig's 160..256 threads, at 47-56 registers).
+// FlatWideRowConfig's 96..256 threads, at 47-56 registers).
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {

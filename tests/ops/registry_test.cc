@@ -370,7 +370,7 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
 TEST(RegistryTest, WideFlatRowsTakeTheFewestWarpsOfFourVectors) {
   const ProgramInfo* wide = FindProgram("rmsnorm.fwd.flat.wide");
   ASSERT_NE(wide, nullptr);
-  EXPECT_EQ(wide->dim_min, 4104);
+  EXPECT_EQ(wide->dim_min, 3072);
   EXPECT_EQ(wide->dim_max, 8192);
   for (int64_t dim = wide->dim_min; dim <= wide->dim_max; dim += 8) {
     const RowConfig c = wide->row_config(dim);
@@ -380,7 +380,7 @@ TEST(RegistryTest, WideFlatRowsTakeTheFewestWarpsOfFourVectors) {
     ASSERT_GE(int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems, dim) << dim;
     // No whole warp without a vector of the row.
     ASSERT_LT(int64_t{c.threads_per_row - 32} * c.vecs_per_thread * kVecElems, dim) << dim;
-    ASSERT_GE(c.threads_per_row, 160) << dim;
+    ASSERT_GE(c.threads_per_row, 96) << dim;
     ASSERT_LE(c.threads_per_row, 256) << dim;
     std::set<const void*> kernels;
     for (bool slots : {false, true}) {

@@ -167,6 +167,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
       {RowsSpec(3000, 6144, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
+      // 96 threads, and 128 whose last warp holds 29 of its 32 threads' vectors.
+      {RowsSpec(700, 3072, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
+      {RowsSpec(700, 4000, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.det.lockstep"},
       {RowsSpec(37, 4096, true), "rmsnorm.bwd.det.partials"},
       {RowsSpec(13, 8192, true), "rmsnorm.bwd.det.partials"},
@@ -483,12 +486,13 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 }
 
 // The wide flat forward: both instances (3 vectors per thread at H = 6144,
-// 4 elsewhere) over 160..256 threads, rows that leave a thread's last
-// vectors empty (H = 4104, 6152), packed rows and views, the residual, an
+// 4 elsewhere) over 96..256 threads, rows that leave a thread's last
+// vectors empty (H = 4000, 4104, 6152), packed rows and views, the residual, an
 // FP32 weight in the slots and through L1 (above 2^26 elements), partial
 // last CTAs.
 TEST_F(GpuTest, WideFlatForwardWithinBudget) {
-  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({4104, 5120, 5632, 6144, 6152, 7168, 8192});
+  std::vector<StepSpec> specs =
+      PackedRowsAtFewAndMany({3072, 4000, 4104, 5120, 5632, 6144, 6152, 7168, 8192});
   specs.push_back(HeadsSpec(257, 2, 6144));
   specs.push_back(HeadsSpec(99, 3, 8192, 4 * 8192, 8192));
   for (int64_t dim : {6144, 8192}) {

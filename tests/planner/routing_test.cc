@@ -294,9 +294,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
     EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
         << "split runs dims up to 8192";
+    // Table .31: H = 128..256 at 16384 rows det.partials, fewer rows split.
     StepSpec view = HeadsSpec(4096, 4, 256);
     view.set_deterministic(det);
+    EXPECT_EQ(backward(view), "rmsnorm.bwd.det.partials");
+    view.mutable_layout()->set_tokens(3072);
     EXPECT_EQ(backward(view), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 128, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16383, 128, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 120, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16384, 264, det)), "rmsnorm.bwd.split");
   }
   EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.kb");
   EXPECT_EQ(backward(RowsSpec(65536, 6144, true)), "rmsnorm.bwd.det.partials");
@@ -349,10 +356,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         EXPECT_NE(forward(fp32), "rmsnorm.fwd.flat.wide") << rows << " x " << dim;
       }
       // With the fused residual: at H = 8192 from 16384 rows (tables .27,
-      // .30), not at 6144.
+      // .30), at 6144 up to 2048 rows (table .31).
       StepSpec with_residual = fp32;
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual) == "rmsnorm.fwd.flat.wide", dim == 8192 && rows >= 16384)
+      EXPECT_EQ(forward(with_residual) == "rmsnorm.fwd.flat.wide",
+                dim == 8192 ? rows >= 16384 : rows <= 2048)
           << rows << " x " << dim << " residual";
     }
     // Table .30: H = 5120 from 16384 rows (FP32 weight) or 65537 (BF16);
@@ -399,9 +407,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                          (dim == 6144 && rows <= 1023) ||
                          (dim == 3072 && rows >= 16384 && rows <= 65536);  // table .22
       // Table .26: H = 6144 (BF16 weight) the wide flat program from 6144
-      // rows and for 1024..1535; table .30: H = 5120 above 65536 rows.
+      // rows and for 1024..1535; table .30: H = 5120 above 65536 rows;
+      // table .31: H = 3072 above 65536 rows.
       const bool wide = (dim == 6144 && (rows >= 6144 || (rows >= 1024 && rows <= 1535))) ||
-                        (dim == 5120 && rows >= 65537);
+                        (dim != 6144 && rows >= 65537);
       StepSpec plain = RowsSpec(rows, dim);
       EXPECT_EQ(forward(plain), wide    ? "rmsnorm.fwd.flat.wide"
                                 : dense ? "rmsnorm.fwd.flat.dense"
@@ -410,9 +419,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
     StepSpec residual_6144 = RowsSpec(rows, 6144);
     residual_6144.set_residual(true);
-    EXPECT_EQ(forward(residual_6144), rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
-                                                                     : flat_or_loop(rows))
-        << rows;
+    EXPECT_EQ(forward(residual_6144), rows <= 2048                   ? "rmsnorm.fwd.flat.wide"
+                                      : rows >= 16384 && rows <= 65536 ? "rmsnorm.fwd.flat"
+                                                                       : flat_or_loop(rows))
+        << rows;  // the wide program up to 2048 rows since table .31
   }
   // Table .21: H = 4104..6136 (other than 5120, which has its own
   // windows) the dense program for 2049..16384 rows without the residual,
@@ -436,10 +446,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
       EXPECT_EQ(forward(fp32), routed(3072)) << rows << " x " << dim << " FP32";
-      // With the residual, the wide program from 16384 rows (table .30).
+      // With the residual, the wide program from 16384 rows (table .30) and
+      // up to 2048 (table .31).
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual), rows >= 16384                 ? "rmsnorm.fwd.flat.wide"
+      EXPECT_EQ(forward(with_residual), rows >= 16384 || rows <= 2048 ? "rmsnorm.fwd.flat.wide"
                                         : rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat"
                                                                        : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
@@ -472,6 +483,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 3080 && dim <= 4088 && rows >= 1024 && rows <= 65536) {
           want = "rmsnorm.fwd.flat.dense";
+        } else if (dim >= 3080 && dim <= 4088 && rows >= 65537) {
+          want = "rmsnorm.fwd.flat.wide";  // table .31
         } else if (dim >= 2568 && dim <= 4088 && rows <= 1023) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 6152 && dim <= 8184 && rows >= 2048) {
@@ -483,12 +496,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
-        // With the residual the rule before but at H = 6152..8184 (table
-        // .30): the wide program for 512..2048 rows and from 16384.
+        // With the residual the rule before but at H = 6152..8184 (tables
+        // .30, .31): the wide program up to 2048 rows and from 16384.
         StepSpec with_residual = plain;
         with_residual.set_residual(true);
-        const bool residual_wide = dim >= 6152 && dim <= 8184 &&
-                                   ((rows >= 512 && rows <= 2048) || rows >= 16384);
+        const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
         EXPECT_EQ(forward(with_residual), residual_wide ? "rmsnorm.fwd.flat.wide" : before(rows, dim))
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
@@ -496,7 +508,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
   // program, 5120 the dense one, 6144 the flat one of its FP32 window; the
-  // fused residual keeps the loop.
+  // fused residual keeps the loop at H = 3072 and has the wide program at
+  // 5120 and 6144 (table .31).
   for (int64_t rows : {1, 512, 1023}) {
     for (int64_t dim : {3072, 5120, 6144}) {
       StepSpec fp32 = RowsSpec(rows, dim);
@@ -505,7 +518,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           << rows << " x " << dim;
       StepSpec with_residual = RowsSpec(rows, dim);
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual), "rmsnorm.fwd.loop") << rows << " x " << dim;
+      EXPECT_EQ(forward(with_residual), dim == 3072 ? "rmsnorm.fwd.loop" : "rmsnorm.fwd.flat.wide")
+          << rows << " x " << dim;
     }
   }
   // Table .20: H = 2048 with a BF16 weight takes the dense program at

@@ -42,7 +42,7 @@ expect "unknown arch" 2 "arch = \"sm_42\"" -- "$cake" plan "$root/examples/specs
 expect "plan for other arch" 2 "plan arch = \"sm_90a\": the target device is sm_100a" -- \
   "$cake" explain "$tmp/qknorm_k_contiguous_t4096.binpb" --arch sm_100a
 expect "text plan" 0 "^wrote " -- "$cake" plan "$root/examples/specs/qknorm_k_contiguous_t4096.textproto" --out "$tmp/p.textproto"
-expect "explain text plan" 0 "rmsnorm.bwd.split" -- "$cake" explain "$tmp/p.textproto"
+expect "explain text plan" 0 "rmsnorm.bwd.det.partials" -- "$cake" explain "$tmp/p.textproto"
 expect "explain recompute order" 0 "RECOMPUTE .* rows from the last" -- \
   "$cake" explain "$root/examples/specs/ckpt_rmsnorm_t65536_h4096.textproto"
 # A persistent backward whose CTAs would fit an SM once more than its grid
