@@ -255,6 +255,15 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t rows : {2560, 4095}) {
       EXPECT_EQ(backward(residual(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
     }
+    // Tables .31-.32, with the residual: from 3072 rows at H = 4104..6136
+    // and 6152..6552, from 4096 at 6144 (from 6144 rows before at all three).
+    for (int64_t dim : {4104, 5120, 6136, 6144, 6152, 6552}) {
+      const int64_t first = dim == 6144 ? 4096 : 3072;
+      EXPECT_EQ(backward(residual(RowsSpec(first - 1, dim, det))), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(first, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(6143, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(first, dim, det)), "rmsnorm.bwd.split") << dim;
+    }
     EXPECT_EQ(backward(residual(RowsSpec(2559, 8192, det))), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(fp32(RowsSpec(3071, 8192, det))), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(3071, 8192, det)), "rmsnorm.bwd.split");
@@ -294,14 +303,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
     EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
         << "split runs dims up to 8192";
-    // Table .31: H = 128..256 at 16384 rows det.partials, fewer rows split.
+    // Table .31: H = 128..256 at 16384 rows det.partials, fewer rows split
+    // (table .32: at H = 128 from 14336).
     StepSpec view = HeadsSpec(4096, 4, 256);
     view.set_deterministic(det);
     EXPECT_EQ(backward(view), "rmsnorm.bwd.det.partials");
     view.mutable_layout()->set_tokens(3072);
     EXPECT_EQ(backward(view), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 128, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16383, 128, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(14336, 128, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(14335, 128, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(16383, 256, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 120, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 264, det)), "rmsnorm.bwd.split");
   }
@@ -318,7 +330,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(1, 2568)), "rmsnorm.fwd.flat");  // table .23
   StepSpec one_row_residual = RowsSpec(1, 2568);
   one_row_residual.set_residual(true);
-  EXPECT_EQ(forward(one_row_residual), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(one_row_residual), "rmsnorm.fwd.flat.dense");  // table .33
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.flat.wide");  // table .28
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
@@ -500,16 +512,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         // .30, .31): the wide program up to 2048 rows and from 16384.
         StepSpec with_residual = plain;
         with_residual.set_residual(true);
+        // Table .33: the dense program up to 2048 rows at H = 2568..4088.
         const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
-        EXPECT_EQ(forward(with_residual), residual_wide ? "rmsnorm.fwd.flat.wide" : before(rows, dim))
+        const bool residual_dense = dim >= 2568 && dim <= 4088 && rows <= 2048;
+        EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
+                                          : residual_dense ? "rmsnorm.fwd.flat.dense"
+                                                           : before(rows, dim))
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
     }
   }
   // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
   // program, 5120 the dense one, 6144 the flat one of its FP32 window; the
-  // fused residual keeps the loop at H = 3072 and has the wide program at
-  // 5120 and 6144 (table .31).
+  // fused residual has the dense program at H = 3072 (table .33) and the
+  // wide one at 5120 and 6144 (table .31).
   for (int64_t rows : {1, 512, 1023}) {
     for (int64_t dim : {3072, 5120, 6144}) {
       StepSpec fp32 = RowsSpec(rows, dim);
@@ -518,7 +534,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           << rows << " x " << dim;
       StepSpec with_residual = RowsSpec(rows, dim);
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual), dim == 3072 ? "rmsnorm.fwd.loop" : "rmsnorm.fwd.flat.wide")
+      EXPECT_EQ(forward(with_residual),
+                dim == 3072 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat.wide")
           << rows << " x " << dim;
     }
   }
