@@ -506,6 +506,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         } else if (rows >= 1024 &&
                    ((dim == 10240 && rows <= 16384) || (dim == 16384 && rows <= 8192))) {
           want = "rmsnorm.fwd.flat.dense";
+        } else if (w == BF16 && ((dim == 10240 && rows >= 16385) ||
+                                 (dim == 16384 && rows >= 16384 && rows <= 32768))) {
+          want = "rmsnorm.fwd.flat.dense";  // table .34
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
         // With the residual the rule before but at H = 6152..8184 (tables
@@ -514,9 +517,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         with_residual.set_residual(true);
         // Table .33: the dense program up to 2048 rows at H = 2568..4088.
         const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
+        // Table .34: the flat program at [16384, 16384].
         const bool residual_dense = dim >= 2568 && dim <= 4088 && rows <= 2048;
+        const bool residual_flat = dim == 16384 && rows == 16384;
         EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
                                           : residual_dense ? "rmsnorm.fwd.flat.dense"
+                                          : residual_flat  ? "rmsnorm.fwd.flat"
                                                            : before(rows, dim))
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
@@ -580,6 +586,25 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         << rows << " residual";
   }
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
+  // Table .34 at H = 12288: the flat program for 1024..2048 rows (either
+  // weight; 2049..8192 by the rule), for 16384..32768 with a BF16 weight,
+  // and at 16384 rows with the residual; the loop elsewhere.
+  for (int64_t rows : {1023, 1024, 2048, 4096, 8193, 16383, 16384, 32768, 32769}) {
+    StepSpec bf16 = RowsSpec(rows, 12288);
+    StepSpec fp32 = bf16;
+    fp32.set_weight_dtype(FP32);
+    StepSpec with_residual = bf16;
+    with_residual.set_residual(true);
+    const bool flat = rows >= 1024 && rows <= 8192;
+    EXPECT_EQ(forward(bf16), flat || (rows >= 16384 && rows <= 32768) ? "rmsnorm.fwd.flat"
+                                                                      : "rmsnorm.fwd.loop")
+        << rows;
+    EXPECT_EQ(forward(fp32), flat ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
+    EXPECT_EQ(forward(with_residual),
+              (rows >= 2049 && rows <= 8192) || rows == 16384 ? "rmsnorm.fwd.flat"
+                                                              : "rmsnorm.fwd.loop")
+        << rows << " residual";
+  }
   StepSpec residual = RowsSpec(131072, 6144);
   residual.set_residual(true);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.loop");
