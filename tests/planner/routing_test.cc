@@ -1,9 +1,14 @@
 #include "planner/routing.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 #include "planner/validate.h"
 #include "tests/testing/specs.h"
@@ -618,6 +623,43 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(RoutingTableFor("sm_42").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(RoutingTableFor("sm_42").status().message()),
               HasSubstr("arch = \"sm_42\": no routing table"));
+}
+
+// Every window of the embedded table routes some spec: one that an earlier
+// window covers wholly, or whose program cannot run any spec it matches, is
+// dead weight that a table edit left behind. Tried at each window's edges and
+// middle (dims on the 8-element grid), with the weight, mode and residual it
+// asks for.
+TEST(RoutingTableTest, EveryEmbeddedWindowRoutesSomeSpec) {
+  absl::StatusOr<const RoutingTable*> t = RoutingTableFor("sm_90a");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const RoutingTable& table = **t;
+  auto points = [](int64_t lo, int64_t hi, int64_t open_top, int64_t step) {
+    const int64_t top = hi == 0 ? open_top : hi;
+    const int64_t first = (std::max<int64_t>(lo, step) + step - 1) / step * step;
+    const int64_t last = top / step * step;
+    const int64_t mid = (first + last) / 2 / step * step;
+    return std::vector<int64_t>{first, mid, last};
+  };
+  for (int i = 0; i < table.windows_size(); ++i) {
+    const Window& w = table.windows(i);
+    const std::string tag = absl::StrCat("/", table.version(), "[", i, "] ");
+    bool routed = false;
+    for (int64_t dim : points(w.dim_min(), w.dim_max(), 16384, 8)) {
+      for (int64_t rows : points(w.rows_min(), w.rows_max(), 262144, 1)) {
+        if (routed || dim < 8 || dim > 16384 || rows < 1) continue;
+        StepSpec spec = RowsSpec(rows, dim, w.mode() != MODE_NONDETERMINISTIC);
+        spec.set_op(w.op());
+        if (w.weight_dtype() != DTYPE_UNSPECIFIED) spec.set_weight_dtype(w.weight_dtype());
+        spec.set_residual(w.residual() == RESIDUAL_WITH);
+        absl::StatusOr<StepSpec> canonical = Canonicalize(spec);
+        if (!canonical.ok()) continue;
+        absl::StatusOr<Route> r = RouteLaunch(table, *canonical, w.phase_kind());
+        routed = r.ok() && absl::StrContains(r->reason, tag);
+      }
+    }
+    EXPECT_TRUE(routed) << "window " << i << " routes none of the specs tried: " << DescribeWindow(w);
+  }
 }
 
 }  // namespace
