@@ -326,7 +326,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
                                       partials ? "writes" : "adds into"));
       if (partials) {
         p.partials = sums;
-        p.partials_fp32 = DwPartialBytes(p.layout.dim, gate) == 4;
+        p.partials_fp32 = DwPartialsFp32(spec);
       } else {
         p.acc = static_cast<double*>(sums);
       }
@@ -344,7 +344,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       p.dim = spec.layout().dim();
       p.dw = b.dw;
       p.store = DwStoreOf(spec);
-      k.function = DwReduceKernel(DwPartialBytes(spec.layout().dim(), gate) == 4);
+      k.function = DwReduceKernel(DwPartialsFp32(spec));
       k.SetParams(p);
       break;
     }

@@ -275,9 +275,12 @@ const ProgramInfo kPrograms[] = {
 
 }  // namespace
 
+bool DwPartialsFp32(const StepSpec& spec) {
+  return DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE) == 4;
+}
+
 int64_t DwPartialRowsBytes(const StepSpec& spec, int64_t count) {
-  return count * spec.layout().dim() *
-         DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE);
+  return count * spec.layout().dim() * (DwPartialsFp32(spec) ? 4 : 8);
 }
 
 absl::Span<const ProgramInfo> Programs() { return kPrograms; }

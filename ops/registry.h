@@ -89,8 +89,10 @@ struct ProgramInfo {
   RowKernel kernel = RowKernel::kPersistent;
 };
 
-// Bytes of `count` dw partial rows of the spec's width (DwPartialBytes: FP64,
-// or FP32 above H = 4096 without the gate).
+// Whether the spec's dw partial rows are FP32 (DwPartialBytes: above H = 4096
+// without the gate), else FP64.
+bool DwPartialsFp32(const StepSpec& spec);
+// Bytes of `count` dw partial rows of the spec's width.
 int64_t DwPartialRowsBytes(const StepSpec& spec, int64_t count);
 
 // Every registered program, in a stable order.

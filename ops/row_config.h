@@ -176,11 +176,11 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 // ran 0.960-0.981x the routed program's time with an FP32 weight at H = 6144
 // from 2048 rows and at 8192 from 4096, 0.984-0.994x with a BF16 one at H =
 // 6144 from 6144 rows and 8192 from 16384, and 0.946-0.996x at H = 5632, 6656
-// and 7168 from 1024-4096 rows. At 6144, 192 threads of 4 ran 1.018-1.020x 256 of 3 with an FP32
-// weight at 2048-4096 rows (level elsewhere); at H = 6656 and 7168, 256
-// threads of 4 ran 1.011-1.063x 224 of 4's time and 288-320 of 3
-// 1.006-1.047x; at 32 registers (2048 threads per SM) it spilled 36-148 bytes
-// and ran 1.03-1.30x. At H = 3072..4000 above 65536 rows it ran 0.88-0.98x
+// and 7168 from 1024-4096 rows. At 6144, 192 threads of 4 ran 1.018-1.020x
+// 256 of 3 with an FP32 weight at 2048-4096 rows (level elsewhere); at H =
+// 6656 and 7168, 256 threads of 4 ran 1.011-1.063x 224 of 4's time and
+// 288-320 of 3 1.006-1.047x; at 32 registers (2048 threads per SM) it spilled
+// 36-148 bytes and ran 1.03-1.30x. At H = 3072..4000 above 65536 rows it ran 0.88-0.98x
 // the loop's time (3 vectors per thread 0.91-0.97x), at H = 4096 level, and
 // at H = 1536-2048 1.00-1.02x (2026-11-30).
 inline constexpr int64_t kFlatWideDimMin = 3072;

@@ -76,11 +76,8 @@ class PlanBuilder {
 
 constexpr char kDwAcc[] = "dw_acc";
 
-// The element of a spec's dw partial rows (DwPartialBytes), as plans name it.
-const char* PartialRowsName(const StepSpec& spec) {
-  return DwPartialBytes(spec.layout().dim(), spec.op() == RMSNORM_SILU_GATE) == 4 ? "FP32"
-                                                                                   : "FP64";
-}
+// The element of a spec's dw partial rows, as plans name it.
+const char* PartialRowsName(const StepSpec& spec) { return DwPartialsFp32(spec) ? "FP32" : "FP64"; }
 
 // The backward program and the launch that turns its sums into dw. `after`
 // is the last launch of the phases before; returns the last launch of the
