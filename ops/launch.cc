@@ -134,7 +134,7 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
       break;
     case RowKernel::kFlat:
       f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false, slots, reverse)
-                  : RowBackwardSplitKernel(tpr, vpt, gate);
+                  : RowBackwardSplitKernel(tpr, vpt, gate, SplitGroupsOf(cfg, gate, dim));
       break;
     case RowKernel::kFlatDense:
       f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true, slots, reverse) : nullptr;

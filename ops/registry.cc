@@ -125,7 +125,7 @@ Geometry BackwardSplit(const StepSpec& spec, const TargetDevice&) {
   const DetPartition p = SplitPartitionOf(s.rows());
   const int64_t tiles = CeilDiv(s.dim / kVecElems, 32);
   const int64_t cta_rows =
-      int64_t{cfg.rows_per_cta()} * SplitGroupsOf(cfg, spec.op() == RMSNORM_SILU_GATE);
+      int64_t{cfg.rows_per_cta()} * SplitGroupsOf(cfg, spec.op() == RMSNORM_SILU_GATE, s.dim);
   Geometry g;
   g.grid = D3(std::max<int64_t>(1, p.partials * (p.rows_per_block / cta_rows + tiles)));
   g.block = D3(cfg.block);

@@ -81,7 +81,7 @@ inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
 
 struct RowConfig {
   int threads_per_row = 0;  // 8, 16, 32, or a multiple of 32 up to 1024
-  int vecs_per_thread = 0;  // 1, 2 or 4
+  int vecs_per_thread = 0;  // 1, 2 or 4 (3: FlatWideRowConfig, SplitRowConfig)
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
   constexpr int ctas_per_sm(int threads_per_sm = kThreadsPerSm) const {
@@ -360,13 +360,15 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
 // sub-warp or warp rows up to 64 vectors, two row groups of 128 threads of
 // two vectors each at 129..256 vectors (H = 1032..2048), else one CTA-wide
-// row with at most 4 vectors per thread (dim <= 8192), and dw CTAs that sum
-// a column tile of 32 vectors (256 columns) over one block of its partition
-// (SplitPartitionOf). At H = 1032..2048 the 128-thread groups ran 0.92-0.97x
-// the time of one 256-thread row of one vector per thread from 4096 rows
-// (their per-row work, the row's address, sum and coefficient, serves 16
-// columns a thread rather than 8), 0.99-1.02x at 1024-2048 rows (H200,
-// 2026-11-30).
+// row of 1, 2, 3 or 4 vectors per thread (dim <= 8192), and dw CTAs that
+// sum a column tile of 32 vectors (256 columns) over one block of its
+// partition (SplitPartitionOf). At H = 1032..2048 the 128-thread groups ran
+// 0.92-0.97x the time of one 256-thread row of one vector per thread from
+// 4096 rows (their per-row work, the row's address, sum and coefficient,
+// serves 16 columns a thread rather than 8), 0.99-1.02x at 1024-2048 rows.
+// At H = 4104..6144 three vectors a thread in place of four (whose last
+// held no columns) ran 0.983-1.000x at 1024-16384 rows of H = 4608, 5120
+// and 6144 (H200, 2026-11-30).
 inline constexpr int kSplitBlock = 256;
 inline constexpr int64_t kSplitRowsPerPartial = 64;  // SplitPartitionOf
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
@@ -382,7 +384,8 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
     return c;
   }
   c.threads_per_row = kSplitBlock;
-  c.vecs_per_thread = RoundVecs(CeilDiv(vecs, kSplitBlock));
+  const int64_t need = CeilDiv(vecs, kSplitBlock);
+  c.vecs_per_thread = need == 3 ? 3 : RoundVecs(need);
   return c;
 }
 
@@ -509,12 +512,19 @@ constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
   return DetPartitionOf(rows, BackwardRowConfigOf(dim, gate), gate);
 }
 
-// Row groups per dx CTA of the split backward: each thread loads its
-// vectors of that many rows before reducing any (bytes in flight without a
-// persistent loop), up to 4 vectors of x and of dy per thread (2 with z),
-// and whole groups per block of the partition.
-constexpr int SplitGroupsOf(const RowConfig& c, bool gate) {
-  const int by_regs = (gate ? 2 : 4) / c.vecs_per_thread;
+// Row groups per dx CTA of the split backward of rows of `dim` in config c:
+// each thread loads its vectors of that many rows before reducing any
+// (bytes in flight without a persistent loop), up to 4 vectors of x and of
+// dy per thread (2 with z), and whole groups per block of the partition.
+// Without z, two rows of three vectors (6 of each tensor, 80 registers and
+// no spills with the weight read through L1 in each pass) up to
+// kSplitPairDimMax: at H = 4608 they ran 0.937-0.981x the time of one row
+// at 1024-16384 rows, at 5120 0.961-0.972x at 1024-2048 rows and level from
+// 4096, but at 6144 1.02x from 4096 rows (H200, 2026-11-30).
+inline constexpr int64_t kSplitPairDimMax = 5120;
+constexpr int SplitGroupsOf(const RowConfig& c, bool gate, int64_t dim) {
+  const bool pair = !gate && c.vecs_per_thread == 3 && dim <= kSplitPairDimMax;
+  const int by_regs = pair ? 2 : (gate ? 2 : 4) / c.vecs_per_thread;
   const int by_block = static_cast<int>(kSplitRowsPerPartial / c.rows_per_cta());
   const int g = by_regs < by_block ? by_regs : by_block;
   return g < 1 ? 1 : g;

@@ -1226,13 +1226,12 @@ __device__ __forceinline__ void AddDwBatch(const uint4 (&xr)[kBatch], const uint
 // are functions of the shape only.
 // 80 registers (768 threads per SM): at 64 the dw role's four rows in
 // flight spilled.
-template <int TPR, int VPT, bool kGate>
+template <int TPR, int VPT, bool kGate, int kGroups>
 __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
     RowBackwardSplit(const RowBackwardParams p) {
   LaunchDependents();
   if (!p.inputs_before_wait) WaitForPrerequisites();
   constexpr int kRows = kSplitBlock / TPR;
-  constexpr int kGroups = SplitGroupsOf(RowConfig{TPR, VPT, kSplitBlock}, kGate);
   constexpr int kWarps = kSplitBlock / 32;
   constexpr bool kFp32Partials = BwdMayWriteFp32Partials(TPR, VPT, kGate);
   __shared__ float scratch[2][kGroups * kWarps];
@@ -1288,10 +1287,11 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         rstd[g] = row < rows ? p.rstd[row] : 0.f;
       }
     }
-    // The weight of this thread's columns: with several row groups, loaded
-    // once for all of them (with one, kept in registers it spilled at 4
-    // vectors per thread; then each pass reads it through L1).
-    constexpr bool kKeepW = kGroups > 1;
+    // The weight of this thread's columns: with several row groups of up to
+    // 4 vectors in all, loaded once for all of them (with one, kept in
+    // registers it spilled at 4 vectors per thread, and so with two rows of
+    // 3; then each pass reads it through L1).
+    constexpr bool kKeepW = kGroups > 1 && kGroups * VPT <= 4;
     float wk[kKeepW ? VPT : 1][8];
     if constexpr (kKeepW) {
 #pragma unroll
@@ -1564,16 +1564,30 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
   return nullptr;
 }
 
-#define CAKE_SPLIT_CONFIGS(X) \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(128, 2) X(256, 1) X(256, 2) X(256, 4)
+// (threads per row, vectors per thread, row groups per dx CTA) of every
+// SplitRowConfig and SplitGroupsOf, without z and with it.
+#define CAKE_SPLIT_CONFIGS(X)                                                              \
+  X(8, 1, 2) X(16, 1, 4) X(32, 1, 4) X(32, 2, 2) X(128, 2, 2) X(256, 1, 4) X(256, 2, 2) \
+  X(256, 3, 2) X(256, 3, 1) X(256, 4, 1)
+#define CAKE_SPLIT_GATE_CONFIGS(X)                                                          \
+  X(8, 1, 2) X(16, 1, 2) X(32, 1, 2) X(32, 2, 1) X(128, 2, 1) X(256, 1, 2) X(256, 2, 1) \
+  X(256, 3, 1) X(256, 4, 1)
 
-const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate) {
-#define CAKE_SPLIT(T, V)                                                         \
-  if (threads_per_row == T && vecs_per_thread == V) {                            \
-    return gate ? reinterpret_cast<const void*>(&RowBackwardSplit<T, V, true>)   \
-                : reinterpret_cast<const void*>(&RowBackwardSplit<T, V, false>); \
+const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate,
+                                   int groups) {
+#define CAKE_SPLIT(T, V, G, GATE)                                            \
+  if (threads_per_row == T && vecs_per_thread == V && groups == G) {         \
+    return reinterpret_cast<const void*>(&RowBackwardSplit<T, V, GATE, G>); \
   }
-  CAKE_SPLIT_CONFIGS(CAKE_SPLIT)
+#define CAKE_SPLIT_Z(T, V, G) CAKE_SPLIT(T, V, G, true)
+#define CAKE_SPLIT_NO_Z(T, V, G) CAKE_SPLIT(T, V, G, false)
+  if (gate) {
+    CAKE_SPLIT_GATE_CONFIGS(CAKE_SPLIT_Z)
+  } else {
+    CAKE_SPLIT_CONFIGS(CAKE_SPLIT_NO_Z)
+  }
+#undef CAKE_SPLIT_NO_Z
+#undef CAKE_SPLIT_Z
 #undef CAKE_SPLIT
   return nullptr;
 }

@@ -232,8 +232,10 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
 // fused residual add, stepping by a constant or (LoopRuntimeStride) by
 // blockDim.x.
 const void* RowForwardLoopKernel(bool residual, bool runtime_stride, bool reverse = false);
-// The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch).
-const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate);
+// The split backward of SplitRowConfig (dx CTAs and dw CTAs in one launch)
+// with SplitGroupsOf row groups per dx CTA.
+const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate,
+                                   int groups);
 // dw.reduce over FP64 partial rows, or FP32 ones.
 const void* DwReduceKernel(bool fp32_partials);
 const void* DwFinishKernel();

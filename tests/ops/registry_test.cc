@@ -197,10 +197,16 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       const RowConfig split = SplitRowConfig(dim);
       ASSERT_GE(int64_t{split.threads_per_row} * split.vecs_per_thread * kVecElems, dim) << dim;
       ASSERT_EQ(split.block, kSplitBlock) << dim;
-      for (bool gate : {false, true}) {
-        ASSERT_NE(RowBackwardSplitKernel(split.threads_per_row, split.vecs_per_thread, gate),
-                  nullptr)
+      // A CTA-wide row's last vector slot holds columns (3 vectors at H = 4104..6144).
+      if (split.threads_per_row == kSplitBlock) {
+        ASSERT_LT(int64_t{split.threads_per_row} * (split.vecs_per_thread - 1) * kVecElems, dim)
             << dim;
+      }
+      for (bool gate : {false, true}) {
+        ASSERT_NE(RowBackwardSplitKernel(split.threads_per_row, split.vecs_per_thread, gate,
+                                         SplitGroupsOf(split, gate, dim)),
+                  nullptr)
+            << dim << (gate ? " gate" : "");
       }
     }
     if (dim <= kMaxWarpRowDim) {
@@ -322,11 +328,15 @@ TEST(RowConfigTest, SplitPartitionCoversRowsInWholeRowGroups) {
     for (int64_t dim = 8; dim <= kMaxSplitDim; dim += 8) {
       for (bool gate : {false, true}) {
         const RowConfig c = SplitRowConfig(dim);
-        ASSERT_EQ(p.rows_per_block % (c.rows_per_cta() * SplitGroupsOf(c, gate)), 0)
-            << rows << " " << dim;
-        // More than one row group only while the loads fit in registers.
-        if (SplitGroupsOf(c, gate) > 1) {
-          ASSERT_LE(SplitGroupsOf(c, gate) * c.vecs_per_thread, gate ? 2 : 4) << dim;
+        const int groups = SplitGroupsOf(c, gate, dim);
+        ASSERT_EQ(p.rows_per_block % (c.rows_per_cta() * groups), 0) << rows << " " << dim;
+        // More than one row group only while the loads fit in registers:
+        // up to 4 vectors a thread (2 with z), or two rows of 3 without z
+        // up to kSplitPairDimMax.
+        if (groups > 1) {
+          const bool pair = !gate && c.vecs_per_thread == 3;
+          ASSERT_LE(groups * c.vecs_per_thread, pair ? 6 : gate ? 2 : 4) << dim;
+          ASSERT_TRUE(!pair || dim <= kSplitPairDimMax) << dim;
         }
       }
     }
@@ -444,6 +454,8 @@ TEST(RegistryTest, SplitBackwardGeometry) {
       {7, 128, 1},         // 4 groups of 16 rows of 16 lanes per CTA
       {4096, 512, 4},      // 2 groups of 8 rows of 32 lanes x 2 vectors
       {131072, 4096, 64},  // 128 rows per block, 2 per CTA
+      {4096, 4608, 32},    // 256 threads x 3 vectors, two rows (kSplitPairDimMax)
+      {4096, 5128, 64},    // 256 threads x 3 vectors, one row
   };
   for (const Case& c : cases) {
     const StepSpec spec = *Canonicalize(testing::RowsSpec(c.tokens, c.dim, true, {BACKWARD}));
@@ -453,7 +465,7 @@ TEST(RegistryTest, SplitBackwardGeometry) {
     const int64_t tiles = (c.dim / 8 + 31) / 32;
     EXPECT_EQ(g.grid.x(), p.partials * (c.dx_ctas_per_block + tiles)) << c.dim;
     const RowConfig cfg = SplitRowConfig(c.dim);
-    EXPECT_EQ(c.dx_ctas_per_block * cfg.rows_per_cta() * SplitGroupsOf(cfg, false),
+    EXPECT_EQ(c.dx_ctas_per_block * cfg.rows_per_cta() * SplitGroupsOf(cfg, false, c.dim),
               p.rows_per_block);
     EXPECT_EQ(g.block.x(), 256u);
     EXPECT_EQ(g.partials, p.partials);

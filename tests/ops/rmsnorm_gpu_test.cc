@@ -157,7 +157,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       // (SplitL2AheadRows), up to the last row.
       {RowsSpec(4099, 1536, true), "rmsnorm.bwd.split"},
       {residual_bwd, "rmsnorm.bwd.split"},
-      {RowsSpec(9, 6144, true), "rmsnorm.bwd.split"},  // FP32 partial rows
+      {RowsSpec(9, 6144, true), "rmsnorm.bwd.split"},  // FP32 partial rows, 3 vectors
+      {RowsSpec(9, 4608, true), "rmsnorm.bwd.split"},  // two rows of 3 vectors a dx CTA
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
       {gate_split_2048, "rmsnorm_silu_gate.bwd.split"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
@@ -512,7 +513,8 @@ TEST_F(GpuTest, WideFlatForwardWithinBudget) {
 TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
-  for (int64_t dim : {64, 256, 512, 1536, 4096, 8192}) {
+  // 4608: two rows of 3 vectors a dx CTA; 6144: one row of 3 vectors.
+  for (int64_t dim : {64, 256, 512, 1536, 4096, 4608, 6144, 8192}) {
     for (int64_t tokens : {1, 7, 1024, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
   }
   specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
@@ -528,6 +530,8 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     gate.set_deterministic(true);
     specs.push_back(gate);
   }
+  specs.push_back(RowsSpec(1031, 4608, true));  // the gate at 3 vectors, one row a dx CTA
+  specs.back().set_op(RMSNORM_SILU_GATE);
   for (StepSpec spec : specs) {
     spec.clear_phases();
     spec.add_phases(FORWARD);
