@@ -358,18 +358,23 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 }
 
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
-// sub-warp or warp rows up to 64 vectors, two row groups of 128 threads of
-// two vectors each at 129..256 vectors (H = 1032..2048), else one CTA-wide
-// row of 1, 2, 3 or 4 vectors per thread (dim <= 8192), and dw CTAs that
+// sub-warp or warp rows up to 64 vectors, two rows of 128 threads side by
+// side of two vectors each at 129..256 vectors (H = 1032..2048) and of three
+// at 257..288 (H = 2056..2304), else one CTA-wide row of 1, 2, 3 or 4
+// vectors per thread (dim <= 8192), and dw CTAs that
 // sum a column tile of 32 vectors (256 columns) over one block of its
 // partition (SplitPartitionOf). At H = 1032..2048 the 128-thread groups ran
 // 0.92-0.97x the time of one 256-thread row of one vector per thread from
 // 4096 rows (their per-row work, the row's address, sum and coefficient,
 // serves 16 columns a thread rather than 8), 0.99-1.02x at 1024-2048 rows.
-// At H = 4104..6144 three vectors a thread in place of four (whose last
-// held no columns) ran 0.983-1.000x at 1024-16384 rows of H = 4608, 5120
-// and 6144 (H200, 2026-11-30).
+// At H = 2056..2304 rows of 128 threads of 3 vectors, two to a dx CTA's row
+// group (SplitGroupsOf), ran 0.922-0.962x the time of 256 threads of 2 at
+// 1024-8192 rows of H = 2304; at 2560-3072 they were mixed (0.971-1.045x),
+// with one row group 0.970-1.076x. At H = 4104..6144 three vectors a thread
+// in place of four (whose last held no columns) ran 0.983-1.000x at
+// 1024-16384 rows of H = 4608, 5120 and 6144 (H200, 2026-11-30).
 inline constexpr int kSplitBlock = 256;
+inline constexpr int64_t kSplitHalfRowVecsMax = 288;  // H = 2304
 inline constexpr int64_t kSplitRowsPerPartial = 64;  // SplitPartitionOf
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
 constexpr RowConfig SplitRowConfig(int64_t dim) {
@@ -378,9 +383,9 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   if (vecs <= 64) return MakeRowConfig(dim, 32);
   RowConfig c;
   c.block = kSplitBlock;
-  if (vecs > 128 && vecs <= 256) {  // two row groups of 128 threads
+  if (vecs > 128 && vecs <= kSplitHalfRowVecsMax) {  // rows of 128 threads
     c.threads_per_row = 128;
-    c.vecs_per_thread = 2;
+    c.vecs_per_thread = vecs <= 256 ? 2 : 3;
     return c;
   }
   c.threads_per_row = kSplitBlock;
@@ -516,11 +521,13 @@ constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
 // each thread loads its vectors of that many rows before reducing any
 // (bytes in flight without a persistent loop), up to 4 vectors of x and of
 // dy per thread (2 with z), and whole groups per block of the partition.
-// Without z, two rows of three vectors (6 of each tensor, 80 registers and
-// no spills with the weight read through L1 in each pass) up to
-// kSplitPairDimMax: at H = 4608 they ran 0.937-0.981x the time of one row
-// at 1024-16384 rows, at 5120 0.961-0.972x at 1024-2048 rows and level from
-// 4096, but at 6144 1.02x from 4096 rows (H200, 2026-11-30).
+// Without z, two row groups of three vectors (6 of each tensor, 80
+// registers and no spills with the weight read through L1 in each pass) up
+// to kSplitPairDimMax: at H = 4608 they ran 0.937-0.981x the time of one
+// row at 1024-16384 rows, at 5120 0.961-0.972x at 1024-2048 rows and level
+// from 4096, but at 6144 1.02x from 4096 rows; rows of 4 vectors two to a
+// CTA (H = 6656-8192, 124 registers, two CTAs per SM) ran 1.004-1.055x at
+// 1024-4096 rows (H200, 2026-11-30).
 inline constexpr int64_t kSplitPairDimMax = 5120;
 constexpr int SplitGroupsOf(const RowConfig& c, bool gate, int64_t dim) {
   const bool pair = !gate && c.vecs_per_thread == 3 && dim <= kSplitPairDimMax;

@@ -159,6 +159,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {residual_bwd, "rmsnorm.bwd.split"},
       {RowsSpec(9, 6144, true), "rmsnorm.bwd.split"},  // FP32 partial rows, 3 vectors
       {RowsSpec(9, 4608, true), "rmsnorm.bwd.split"},  // two rows of 3 vectors a dx CTA
+      {RowsSpec(9, 2304, true), "rmsnorm.bwd.split"},  // four 128-thread rows of 3 vectors
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
       {gate_split_2048, "rmsnorm_silu_gate.bwd.split"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
@@ -513,8 +514,9 @@ TEST_F(GpuTest, WideFlatForwardWithinBudget) {
 TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
-  // 4608: two rows of 3 vectors a dx CTA; 6144: one row of 3 vectors.
-  for (int64_t dim : {64, 256, 512, 1536, 4096, 4608, 6144, 8192}) {
+  // 2304: four 128-thread rows of 3 vectors a dx CTA; 4608: two rows of 3
+  // vectors; 6144: one row of 3 vectors.
+  for (int64_t dim : {64, 256, 512, 1536, 2304, 4096, 4608, 6144, 8192}) {
     for (int64_t tokens : {1, 7, 1024, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
   }
   specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
@@ -530,8 +532,12 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     gate.set_deterministic(true);
     specs.push_back(gate);
   }
-  specs.push_back(RowsSpec(1031, 4608, true));  // the gate at 3 vectors, one row a dx CTA
-  specs.back().set_op(RMSNORM_SILU_GATE);
+  // The gate at 3 vectors: two 128-thread rows a dx CTA (2304), one
+  // CTA-wide row (4608).
+  for (int64_t dim : {2304, 4608}) {
+    specs.push_back(RowsSpec(1031, dim, true));
+    specs.back().set_op(RMSNORM_SILU_GATE);
+  }
   for (StepSpec spec : specs) {
     spec.clear_phases();
     spec.add_phases(FORWARD);
