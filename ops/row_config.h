@@ -358,23 +358,30 @@ constexpr RowConfig LoopRowConfig(int64_t dim) {
 }
 
 // The split backward (one kernel of two roles, 256-thread CTAs): dx CTAs of
-// sub-warp or warp rows up to 64 vectors, two rows of 128 threads side by
-// side of two vectors each at 129..256 vectors (H = 1032..2048) and of three
-// at 257..288 (H = 2056..2304), else one CTA-wide row of 1, 2, 3 or 4
-// vectors per thread (dim <= 8192), and dw CTAs that
-// sum a column tile of 32 vectors (256 columns) over one block of its
-// partition (SplitPartitionOf). At H = 1032..2048 the 128-thread groups ran
-// 0.92-0.97x the time of one 256-thread row of one vector per thread from
-// 4096 rows (their per-row work, the row's address, sum and coefficient,
-// serves 16 columns a thread rather than 8), 0.99-1.02x at 1024-2048 rows.
-// At H = 2056..2304 rows of 128 threads of 3 vectors, two to a dx CTA's row
-// group (SplitGroupsOf), ran 0.922-0.962x the time of 256 threads of 2 at
-// 1024-8192 rows of H = 2304; at 2560-3072 they were mixed (0.971-1.045x),
-// with one row group 0.970-1.076x. At H = 4104..6144 three vectors a thread
-// in place of four (whose last held no columns) ran 0.983-1.000x at
-// 1024-16384 rows of H = 4608, 5120 and 6144 (H200, 2026-11-30).
+// sub-warp or warp rows up to 64 vectors; rows of 64 threads of two vectors
+// at 65..128 vectors (H = 520..1024, four side by side), of 128 threads of
+// two at 129..256 (H = 1032..2048) and of three at 257..288 (H =
+// 2056..2304, two side by side); else one CTA-wide row of 2, 3 or 4 vectors
+// per thread (dim <= 8192). dw CTAs sum a column tile of 32 vectors (256
+// columns) over one block of its partition (SplitPartitionOf). Measured on
+// the H200 (2026-11-30), against what each replaced:
+// - H = 520..1024: 64 threads of 2 (eight rows a dx CTA, SplitGroupsOf) ran
+//   0.73-0.91x the time of a 256-thread row of one vector at 1024-8192 rows
+//   of H = 520, 768, 896 and 1024; 32 threads of 3 ran 0.98-1.04x them.
+// - H = 1032..2048: 128-thread rows ran 0.92-0.97x one 256-thread row of one
+//   vector from 4096 rows (their per-row work, the row's address, sum and
+//   coefficient, serves 16 columns a thread rather than 8), 0.99-1.02x at
+//   1024-2048 rows; 64 threads of 3 at H = 1152-1536 ran 0.94-1.08x them.
+// - H = 2056..2304: 128 threads of 3, four rows a dx CTA, ran 0.915-0.964x
+//   256 threads of 2 at 1024-8192 rows of H = 2056, 2176 and 2304; at
+//   2560-3072 they were mixed (0.97-1.05x), and with two rows a dx CTA
+//   0.97-1.08x.
+// - H = 4104..6144: three vectors a thread in place of four (whose last held
+//   no columns) ran 0.983-1.000x at 1024-16384 rows of H = 4608, 5120 and
+//   6144.
 inline constexpr int kSplitBlock = 256;
-inline constexpr int64_t kSplitHalfRowVecsMax = 288;  // H = 2304
+// Rows of half a CTA (128 threads) up to this many vectors (H = 2304).
+inline constexpr int64_t kSplitHalfCtaRowVecsMax = 288;
 inline constexpr int64_t kSplitRowsPerPartial = 64;  // SplitPartitionOf
 inline constexpr int64_t kMaxSplitDim = kSplitBlock * kMaxVecsPerThread * kVecElems;
 constexpr RowConfig SplitRowConfig(int64_t dim) {
@@ -383,7 +390,12 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   if (vecs <= 64) return MakeRowConfig(dim, 32);
   RowConfig c;
   c.block = kSplitBlock;
-  if (vecs > 128 && vecs <= kSplitHalfRowVecsMax) {  // rows of 128 threads
+  if (vecs <= 128) {  // rows of 64 threads
+    c.threads_per_row = 64;
+    c.vecs_per_thread = 2;
+    return c;
+  }
+  if (vecs <= kSplitHalfCtaRowVecsMax) {  // rows of 128 threads
     c.threads_per_row = 128;
     c.vecs_per_thread = vecs <= 256 ? 2 : 3;
     return c;

@@ -1567,11 +1567,11 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
 // (threads per row, vectors per thread, row groups per dx CTA) of every
 // SplitRowConfig and SplitGroupsOf, without z and with it.
 #define CAKE_SPLIT_CONFIGS(X)                                                              \
-  X(8, 1, 2) X(16, 1, 4) X(32, 1, 4) X(32, 2, 2) X(128, 2, 2) X(256, 1, 4) X(256, 2, 2) \
-  X(256, 3, 2) X(256, 3, 1) X(256, 4, 1) X(128, 3, 2)
+  X(8, 1, 2) X(16, 1, 4) X(32, 1, 4) X(32, 2, 2) X(64, 2, 2) X(128, 2, 2) X(128, 3, 2) \
+  X(256, 2, 2) X(256, 3, 2) X(256, 3, 1) X(256, 4, 1)
 #define CAKE_SPLIT_GATE_CONFIGS(X)                                                          \
-  X(8, 1, 2) X(16, 1, 2) X(32, 1, 2) X(32, 2, 1) X(128, 2, 1) X(256, 1, 2) X(256, 2, 1) \
-  X(256, 3, 1) X(256, 4, 1) X(128, 3, 1)
+  X(8, 1, 2) X(16, 1, 2) X(32, 1, 2) X(32, 2, 1) X(64, 2, 1) X(128, 2, 1) X(128, 3, 1) \
+  X(256, 2, 1) X(256, 3, 1) X(256, 4, 1)
 
 const void* RowBackwardSplitKernel(int threads_per_row, int vecs_per_thread, bool gate,
                                    int groups) {

@@ -454,6 +454,7 @@ TEST(RegistryTest, SplitBackwardGeometry) {
       {7, 128, 1},         // 4 groups of 16 rows of 16 lanes per CTA
       {4096, 512, 4},      // 2 groups of 8 rows of 32 lanes x 2 vectors
       {131072, 4096, 64},  // 128 rows per block, 2 per CTA
+      {4096, 768, 8},      // 2 groups of 4 rows of 64 threads x 2 vectors per CTA
       {4096, 2304, 16},    // 2 groups of 2 rows of 128 threads x 3 vectors per CTA
       {4096, 4608, 32},    // 256 threads x 3 vectors, two rows (kSplitPairDimMax)
       {4096, 5128, 64},    // 256 threads x 3 vectors, one row

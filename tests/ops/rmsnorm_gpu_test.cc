@@ -160,6 +160,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(9, 6144, true), "rmsnorm.bwd.split"},  // FP32 partial rows, 3 vectors
       {RowsSpec(9, 4608, true), "rmsnorm.bwd.split"},  // two rows of 3 vectors a dx CTA
       {RowsSpec(9, 2304, true), "rmsnorm.bwd.split"},  // four 128-thread rows of 3 vectors
+      {RowsSpec(9, 768, true), "rmsnorm.bwd.split"},   // eight 64-thread rows of 2 vectors
       {gate_bwd, "rmsnorm_silu_gate.bwd.split"},
       {gate_split_2048, "rmsnorm_silu_gate.bwd.split"},
       {RowsSpec(17, 512, true, {FORWARD}), "rmsnorm.fwd.warp"},
@@ -514,9 +515,9 @@ TEST_F(GpuTest, WideFlatForwardWithinBudget) {
 TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
-  // 2304: four 128-thread rows of 3 vectors a dx CTA; 4608: two rows of 3
-  // vectors; 6144: one row of 3 vectors.
-  for (int64_t dim : {64, 256, 512, 1536, 2304, 4096, 4608, 6144, 8192}) {
+  // 768: eight 64-thread rows of 2 vectors a dx CTA; 2304: four 128-thread
+  // rows of 3 vectors; 4608: two rows of 3 vectors; 6144: one row of 3.
+  for (int64_t dim : {64, 256, 512, 768, 1536, 2304, 4096, 4608, 6144, 8192}) {
     for (int64_t tokens : {1, 7, 1024, 46593}) specs.push_back(RowsSpec(tokens, dim, true));
   }
   specs.push_back(HeadsSpec(4096, 24, 256, 32 * 256, 256));
@@ -532,9 +533,9 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     gate.set_deterministic(true);
     specs.push_back(gate);
   }
-  // The gate at 3 vectors: two 128-thread rows a dx CTA (2304), one
-  // CTA-wide row (4608).
-  for (int64_t dim : {2304, 4608}) {
+  // The gate: four 64-thread rows a dx CTA (768); at 3 vectors two
+  // 128-thread rows (2304), one CTA-wide row (4608).
+  for (int64_t dim : {768, 2304, 4608}) {
     specs.push_back(RowsSpec(1031, dim, true));
     specs.back().set_op(RMSNORM_SILU_GATE);
   }
