@@ -194,14 +194,27 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12287, 3072, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
-    // Table .20: the widths between, from 6144 rows at H = 520..1024 and
-    // 1544..2040, from 10240 at 2056..3064, from 4096 at 3280..4088 (the
-    // 256-thread lockstep rows, as H = 4096); 3080..3272 stays split.
+    // Table .20: the widths between, from 6144 rows at H = 1544..2040, from
+    // 10240 at 2056..3064, from 4096 at 3280..4088 (the 256-thread lockstep
+    // rows, as H = 4096); 3080..3272 stays split. Table .35: at H = 520..1024
+    // (the split program's 64-thread rows) split again up to 16384 rows, to
+    // 24576 at 520..768 without the residual.
     for (int64_t dim : {520, 768, 1024}) {
-      EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
-      EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.split") << dim;
+      StepSpec residual = RowsSpec(16385, dim, det);
+      residual.set_residual(true);
+      EXPECT_EQ(backward(residual), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16385, dim, det)),
+                dim <= 768 ? "rmsnorm.bwd.split" : "rmsnorm.bwd.det.partials")
+          << dim;
+      EXPECT_EQ(backward(RowsSpec(24576, dim, det)),
+                dim <= 768 ? "rmsnorm.bwd.split" : "rmsnorm.bwd.det.partials")
+          << dim;
+      EXPECT_EQ(backward(RowsSpec(24577, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
+    EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16385, 512, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
     for (int64_t dim : {1544, 1792, 2040}) {
       EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
@@ -289,7 +302,23 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16384, 1032, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(8192, 1280, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(4095, 1536, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(4096, 1536, det)), "rmsnorm.bwd.det.lockstep");
+    // Table .35: split at H = 1408..1536 for 4096..4608 rows without the
+    // residual.
+    for (int64_t dim : {1408, 1472, 1536}) {
+      for (DType w : {BF16, FP32}) {
+        StepSpec spec = RowsSpec(4096, dim, det);
+        spec.set_weight_dtype(w);
+        EXPECT_EQ(backward(spec), "rmsnorm.bwd.split") << dim;
+        spec.mutable_layout()->set_tokens(4608);
+        EXPECT_EQ(backward(spec), "rmsnorm.bwd.split") << dim;
+        spec.mutable_layout()->set_tokens(4609);
+        EXPECT_EQ(backward(spec), "rmsnorm.bwd.det.lockstep") << dim;
+        spec.mutable_layout()->set_tokens(4096);
+        spec.set_residual(true);
+        EXPECT_EQ(backward(spec), "rmsnorm.bwd.det.lockstep") << dim;
+      }
+    }
+    EXPECT_EQ(backward(RowsSpec(4096, 1400, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(4095, 1032, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 1032, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 1536, det)), "rmsnorm.bwd.det.lockstep");
