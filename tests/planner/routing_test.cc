@@ -221,9 +221,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
-    for (int64_t dim : {2056, 2560, 3064}) {
+    for (int64_t dim : {2312, 2560, 3064}) {
       EXPECT_EQ(backward(RowsSpec(10239, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(10240, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+    }
+    // Table .36: from 12289 rows at H = 2056..2304 (the split program's rows
+    // of 128 threads of three vectors).
+    for (int64_t dim : {2056, 2176, 2304}) {
+      EXPECT_EQ(backward(RowsSpec(12288, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(12289, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     for (int64_t dim : {3280, 3584, 4088}) {
