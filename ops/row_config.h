@@ -551,8 +551,8 @@ constexpr int SplitGroupsOf(const RowConfig& c, bool gate, int64_t dim) {
 
 // How far ahead of its own rows a dx CTA of the split backward prefetches
 // rows into L2 (cp.async.bulk.prefetch.L2 of x and dy, one instruction
-// each), 0 for none: 1 MB of each tensor, where a CTA-wide row holds them
-// (D > 512) in packed rows (row r at r * dim), from 4096 rows. On the H200
+// each), 0 for none: 1 MB of each tensor, where rows are wider than a warp
+// (D > 512) and packed (row r at r * dim), from 4096 rows. On the H200
 // that ran 0.93-0.99x the time at 4096-16384 rows of H = 1024..8192 ([4096,
 // 2048] 24.5 -> 23.7 us, [4096, 6144] 58.7 -> 55.3; [4096, 768] 1.01x).
 // Before, by rows: 256 ahead ran 0.96-0.98x at H = 1536..3200 and 1.00-1.02x

@@ -1287,10 +1287,10 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
         rstd[g] = row < rows ? p.rstd[row] : 0.f;
       }
     }
-    // The weight of this thread's columns: with several row groups of up to
-    // 4 vectors in all, loaded once for all of them (with one, kept in
-    // registers it spilled at 4 vectors per thread, and so with two rows of
-    // 3; then each pass reads it through L1).
+    // The weight of this thread's columns: where several row groups hold up
+    // to 4 vectors a thread in all, loaded once for all of them; else read
+    // through L1 in each pass (kept in registers, it spilled with one row
+    // group of 4 vectors and with two of 3).
     constexpr bool kKeepW = kGroups > 1 && kGroups * VPT <= 4;
     float wk[kKeepW ? VPT : 1][8];
     if constexpr (kKeepW) {
