@@ -554,7 +554,9 @@ constexpr int SplitGroupsOf(const RowConfig& c, bool gate, int64_t dim) {
 // each), 0 for none: 1 MB of each tensor, where rows are wider than a warp
 // (D > 512) and packed (row r at r * dim), from 4096 rows. On the H200
 // that ran 0.93-0.99x the time at 4096-16384 rows of H = 1024..8192 ([4096,
-// 2048] 24.5 -> 23.7 us, [4096, 6144] 58.7 -> 55.3; [4096, 768] 1.01x).
+// 2048] 24.5 -> 23.7 us, [4096, 6144] 58.7 -> 55.3; [4096, 768] 1.01x). With
+// the 64-thread rows at H = 520..1024, turning it off there ran 0.99-1.01x
+// at 4096 rows and 1.02-1.07x at 8192-16384.
 // Before, by rows: 256 ahead ran 0.96-0.98x at H = 1536..3200 and 1.00-1.02x
 // at 4096..8192, where 128 ran 0.97-0.99x; at 1024 rows 0.99-1.05x (the
 // first wave of CTAs already asks for most rows), on the D = 256 views
