@@ -214,7 +214,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(24577, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16385, 512, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
+    EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
+              det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
     for (int64_t dim : {1544, 1792, 2040}) {
       EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
