@@ -202,9 +202,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t dim : {520, 768, 1024}) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.split") << dim;
+      // Table .37: with the fused residual to 32768 rows.
       StepSpec residual = RowsSpec(16385, dim, det);
       residual.set_residual(true);
+      EXPECT_EQ(backward(residual), "rmsnorm.bwd.split") << dim;
+      residual.mutable_layout()->set_tokens(32768);
+      EXPECT_EQ(backward(residual), "rmsnorm.bwd.split") << dim;
+      residual.mutable_layout()->set_tokens(32769);
       EXPECT_EQ(backward(residual), "rmsnorm.bwd.det.partials") << dim;
+      // The gated backward (det.partials serves both modes): split up to
+      // 2048 rows.
+      StepSpec gate = RowsSpec(2048, dim, det);
+      gate.set_op(RMSNORM_SILU_GATE);
+      EXPECT_EQ(backward(gate), "rmsnorm_silu_gate.bwd.split") << dim;
+      gate.mutable_layout()->set_tokens(2049);
+      EXPECT_EQ(backward(gate), "rmsnorm_silu_gate.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16385, dim, det)),
                 dim <= 768 ? "rmsnorm.bwd.split" : "rmsnorm.bwd.det.partials")
           << dim;
@@ -214,6 +226,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(24577, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
+    StepSpec residual_1032 = RowsSpec(16385, 1032, det);
+    residual_1032.set_residual(true);
+    EXPECT_EQ(backward(residual_1032), "rmsnorm.bwd.det.lockstep");
+    StepSpec gate_512 = RowsSpec(1024, 512, det);
+    gate_512.set_op(RMSNORM_SILU_GATE);
+    EXPECT_EQ(backward(gate_512), "rmsnorm_silu_gate.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
               det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
