@@ -180,6 +180,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   auto backward = [&](const StepSpec& spec) {
     return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_BACKWARD)->program->id);
   };
+  // The backward of `spec` at `rows` rows.
+  auto backward_at = [&](StepSpec spec, int64_t rows) {
+    spec.mutable_layout()->set_tokens(rows);
+    return backward(spec);
+  };
   for (bool det : {true, false}) {
     EXPECT_EQ(backward(RowsSpec(16385, 1024, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(2559, 4096, det)), "rmsnorm.bwd.split");
@@ -203,20 +208,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.split") << dim;
       // Table .37: with the fused residual to 32768 rows.
-      StepSpec residual = RowsSpec(16385, dim, det);
+      StepSpec residual = RowsSpec(1, dim, det);
       residual.set_residual(true);
-      EXPECT_EQ(backward(residual), "rmsnorm.bwd.split") << dim;
-      residual.mutable_layout()->set_tokens(32768);
-      EXPECT_EQ(backward(residual), "rmsnorm.bwd.split") << dim;
-      residual.mutable_layout()->set_tokens(32769);
-      EXPECT_EQ(backward(residual), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(residual, 16385), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(residual, 32768), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(residual, 32769), "rmsnorm.bwd.det.partials") << dim;
       // The gated backward (det.partials serves both modes): split up to
       // 2048 rows.
-      StepSpec gate = RowsSpec(2048, dim, det);
+      StepSpec gate = RowsSpec(1, dim, det);
       gate.set_op(RMSNORM_SILU_GATE);
-      EXPECT_EQ(backward(gate), "rmsnorm_silu_gate.bwd.split") << dim;
-      gate.mutable_layout()->set_tokens(2049);
-      EXPECT_EQ(backward(gate), "rmsnorm_silu_gate.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(gate, 2048), "rmsnorm_silu_gate.bwd.split") << dim;
+      EXPECT_EQ(backward_at(gate, 2049), "rmsnorm_silu_gate.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16385, dim, det)),
                 dim <= 768 ? "rmsnorm.bwd.split" : "rmsnorm.bwd.det.partials")
           << dim;
@@ -332,16 +334,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // residual.
     for (int64_t dim : {1408, 1472, 1536}) {
       for (DType w : {BF16, FP32}) {
-        StepSpec spec = RowsSpec(4096, dim, det);
+        StepSpec spec = RowsSpec(1, dim, det);
         spec.set_weight_dtype(w);
-        EXPECT_EQ(backward(spec), "rmsnorm.bwd.split") << dim;
-        spec.mutable_layout()->set_tokens(4608);
-        EXPECT_EQ(backward(spec), "rmsnorm.bwd.split") << dim;
-        spec.mutable_layout()->set_tokens(4609);
-        EXPECT_EQ(backward(spec), "rmsnorm.bwd.det.lockstep") << dim;
-        spec.mutable_layout()->set_tokens(4096);
+        EXPECT_EQ(backward_at(spec, 4096), "rmsnorm.bwd.split") << dim;
+        EXPECT_EQ(backward_at(spec, 4608), "rmsnorm.bwd.split") << dim;
+        EXPECT_EQ(backward_at(spec, 4609), "rmsnorm.bwd.det.lockstep") << dim;
         spec.set_residual(true);
-        EXPECT_EQ(backward(spec), "rmsnorm.bwd.det.lockstep") << dim;
+        EXPECT_EQ(backward_at(spec, 4096), "rmsnorm.bwd.det.lockstep") << dim;
       }
     }
     EXPECT_EQ(backward(RowsSpec(4096, 1400, det)), "rmsnorm.bwd.det.lockstep");
