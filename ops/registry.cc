@@ -280,7 +280,8 @@ bool DwPartialsFp32(const StepSpec& spec) {
 }
 
 int64_t DwPartialRowsBytes(const StepSpec& spec, int64_t count) {
-  return count * spec.layout().dim() * (DwPartialsFp32(spec) ? 4 : 8);
+  const int64_t dim = spec.layout().dim();
+  return count * dim * DwPartialBytes(dim, spec.op() == RMSNORM_SILU_GATE);
 }
 
 absl::Span<const ProgramInfo> Programs() { return kPrograms; }

@@ -401,8 +401,7 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
     return c;
   }
   c.threads_per_row = kSplitBlock;
-  const int64_t need = CeilDiv(vecs, kSplitBlock);
-  c.vecs_per_thread = need == 3 ? 3 : RoundVecs(need);
+  c.vecs_per_thread = static_cast<int>(CeilDiv(vecs, kSplitBlock));  // 2..4
   return c;
 }
 

@@ -1236,7 +1236,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   constexpr bool kFp32Partials = BwdMayWriteFp32Partials(TPR, VPT, kGate);
   __shared__ float scratch[2][kGroups * kWarps];
   SumScratch sums{&scratch[0][0], kGroups * kWarps};
-  // Row groups narrower than the CTA (128 threads): this group's warps.
+  // Row groups narrower than the CTA (64 or 128 threads): this group's warps.
   if constexpr (TPR > 32 && TPR < kSplitBlock) {
     sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
   }
