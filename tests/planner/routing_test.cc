@@ -207,18 +207,19 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t dim : {520, 768, 1024}) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.split") << dim;
-      // Table .37: with the fused residual to 32768 rows.
+      // Tables .37-.38: with the fused residual at any rows (the window
+      // measured to 262144).
       StepSpec residual = RowsSpec(1, dim, det);
       residual.set_residual(true);
       EXPECT_EQ(backward_at(residual, 16385), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward_at(residual, 32768), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward_at(residual, 32769), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(residual, 32769), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(residual, 262144), "rmsnorm.bwd.split") << dim;
       // The gated backward (det.partials serves both modes): split up to
-      // 2048 rows.
+      // 2560 rows (2048 before table .38).
       StepSpec gate = RowsSpec(1, dim, det);
       gate.set_op(RMSNORM_SILU_GATE);
-      EXPECT_EQ(backward_at(gate, 2048), "rmsnorm_silu_gate.bwd.split") << dim;
-      EXPECT_EQ(backward_at(gate, 2049), "rmsnorm_silu_gate.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(gate, 2560), "rmsnorm_silu_gate.bwd.split") << dim;
+      EXPECT_EQ(backward_at(gate, 2561), "rmsnorm_silu_gate.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16385, dim, det)),
                 dim <= 768 ? "rmsnorm.bwd.split" : "rmsnorm.bwd.det.partials")
           << dim;
@@ -375,6 +376,25 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16383, 256, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 120, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16384, 264, det)), "rmsnorm.bwd.split");
+    // Table .38, with the fused residual: det.partials at H = 64..256 for
+    // 14336..16384 rows and at 128..192 from 12288.
+    StepSpec narrow = RowsSpec(1, 64, det);
+    narrow.set_residual(true);
+    EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward_at(narrow, 14336), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward_at(narrow, 16384), "rmsnorm.bwd.det.partials");
+    for (int64_t dim : {128, 192}) {
+      narrow.mutable_layout()->set_dim(dim);
+      EXPECT_EQ(backward_at(narrow, 12287), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(narrow, 12288), "rmsnorm.bwd.det.partials") << dim;
+    }
+    narrow.mutable_layout()->set_dim(256);
+    EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward_at(narrow, 14336), "rmsnorm.bwd.det.partials");
+    for (int64_t dim : {56, 200, 264}) {
+      narrow.mutable_layout()->set_dim(dim);
+      EXPECT_EQ(backward_at(narrow, dim == 200 ? 12288 : 16384), "rmsnorm.bwd.split") << dim;
+    }
   }
   EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.kb");
   EXPECT_EQ(backward(RowsSpec(65536, 6144, true)), "rmsnorm.bwd.det.partials");
