@@ -133,11 +133,11 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
                   : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block);
       break;
     case RowKernel::kFlat:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, false, slots, reverse)
+      f = forward ? RowForwardFlatKernel(cfg, gate, false, slots, reverse)
                   : RowBackwardSplitKernel(tpr, vpt, gate, SplitGroupsOf(cfg, gate, dim));
       break;
     case RowKernel::kFlatDense:
-      f = forward ? RowForwardFlatKernel(tpr, vpt, gate, true, slots, reverse) : nullptr;
+      f = forward ? RowForwardFlatKernel(cfg, gate, true, slots, reverse) : nullptr;
       break;
     case RowKernel::kLoop:
       f = forward && !gate ? RowForwardLoopKernel(spec.residual(), LoopRuntimeStride(dim), reverse)

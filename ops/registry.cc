@@ -61,6 +61,10 @@ Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(FlatRowConfig(spec.layout().dim()), spec);
 }
 
+Geometry GateForwardFlat(const StepSpec& spec, const TargetDevice&) {
+  return FlatRows(GateFlatRowConfig(spec.layout().dim()), spec);
+}
+
 Geometry ForwardFlatWide(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(FlatWideRowConfig(spec.layout().dim()), spec);
 }
@@ -188,9 +192,10 @@ const ProgramInfo kPrograms[] = {
      "fwd.cta plus a bulk L2 prefetch of the row after next (packed rows)"},
     {"rmsnorm.fwd.flat", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
-     "forward, one row group per CTA (8..32 lanes or a CTA of up to 1024 threads per row), "
-     "one vector per thread in a sub-warp or warp row (two above 256 columns), two in a "
-     "CTA-wide row, the thread's weight vectors copied into shared memory behind its loads",
+     "forward, one row group per CTA (8..32 lanes, four rows of 64 threads at H = 520..1024, "
+     "or a CTA of up to 1024 threads per row), one vector per thread in a sub-warp or warp "
+     "row (two above 256 columns), two in wider rows, the thread's weight vectors copied "
+     "into shared memory behind its loads",
      RowKernel::kFlat},
     {"rmsnorm.fwd.flat.dense", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
      DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
@@ -246,7 +251,7 @@ const ProgramInfo kPrograms[] = {
      kMaxWarpRowDim, true, false, true, DwOutput::kNone, "", ForwardWarp, nullptr, "",
      WarpRowConfig, "gated fwd.warp plus a bulk L2 prefetch of x and z two row groups ahead"},
     {"rmsnorm_silu_gate.fwd.flat", RMSNORM_SILU_GATE, Stage::kForward, true, 8, kAnyDim, true,
-     false, false, DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
+     false, false, DwOutput::kNone, "", GateForwardFlat, nullptr, "", GateFlatRowConfig,
      "gated forward, one row group per CTA, z loaded with x, up to 2048 threads per SM",
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,

@@ -151,7 +151,15 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 // thread. Two vectors where one left the SM short of bytes in flight (H200:
 // H = 1536 and 2048 0.78-0.82x the time, D = 256 views 0.91-0.94x); at
 // D = 128 (gated rows) 8 lanes of two vectors were 1-4% slower than 16 of one.
+// Rows of 65..128 vectors (H = 520..1024) in row groups of 64 threads of two
+// vectors, four to a 256-thread CTA (kFlatGroupVecsMax): as one row a CTA of
+// 64 threads every such forward ran at about 820 rows a microsecond, a CTA
+// launch rate (H200: [65536, 520 | 768 | 1024] 79.6 us each), and the groups
+// ran 0.53-0.94x that time from 1024 rows. Groups of 128 threads (two a CTA)
+// ran 1.09-1.16x one row of 96 threads at H = 1536 from 4096 rows
+// (2026-11-30).
 inline constexpr int kMaxFlatBlock = 1024;
+inline constexpr int64_t kFlatGroupVecsMax = 128;  // H = 1024
 // A row of `dim` in one CTA of the fewest whole warps of `vecs_per_thread`.
 constexpr RowConfig FlatCtaRowConfig(int64_t dim, int vecs_per_thread) {
   RowConfig c;
@@ -165,7 +173,22 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
   if (vecs <= 16) return MakeRowConfig(dim, vecs <= 8 ? 8 : 16);
   if (vecs <= 32) return MakeRowConfig(dim, 16);  // two vectors per thread
   if (vecs <= 64) return MakeRowConfig(dim, 32);
+  if (vecs <= kFlatGroupVecsMax) {  // row groups of 64 threads
+    RowConfig c;
+    c.threads_per_row = 64;
+    c.vecs_per_thread = 2;
+    c.block = kWarpBlock;
+    return c;
+  }
   return FlatCtaRowConfig(dim, 2);
+}
+// The gated flat forward (z loaded with x): FlatRowConfig's rows up to 64
+// vectors, one row of the CTA's threads above them. Its 64-thread row groups
+// at 40 registers (4 bytes of spill) ran 1.02-1.05x the time of one row a CTA
+// at D = 1024, 0.95-1.02x at 768 and 0.84-1.04x at 520 from 1024 rows (H200,
+// 2026-11-30).
+constexpr RowConfig GateFlatRowConfig(int64_t dim) {
+  return dim / kVecElems <= 64 ? FlatRowConfig(dim) : FlatCtaRowConfig(dim, 2);
 }
 
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 3072..8192 in

@@ -512,7 +512,8 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // elements (kSlots, FlatWeightSlots). At most 32 registers with one vector per
 // thread so 2048 threads per SM keep loads in flight, 40 with two (1536
 // threads). TPR = 0: one row of blockDim.x threads (two vectors each, or 3-4 in
-// FlatWideRowConfig's 96..256 threads, at 47-56 registers).
+// FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64: row
+// groups of 64 threads, four to a 256-thread CTA.
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
@@ -537,6 +538,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
   __shared__ float scratch[2][FlatBlockOf(TPR) / 32];
   SumScratch sums{&scratch[0][0], FlatBlockOf(TPR) / 32};
+  if constexpr (TPR > 32) sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = TPR > 0 ? static_cast<int>(threadIdx.x) % TPR : static_cast<int>(threadIdx.x);
   const int64_t row = int64_t{blockIdx.x} * kRows + (TPR > 0 ? threadIdx.x / TPR : 0);
@@ -1482,16 +1484,20 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reve
 }
 
 #define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(16, 2) X(32, 2) X(0, 2)
+// FlatRowConfig's 64-thread row groups, without the gate (GateFlatRowConfig).
+#define CAKE_FLAT_GROUP_CONFIGS(X) X(64, 2)
 // Two vectors per thread at 32 registers (kDense), without the gate; with
 // one vector the plain instances hold 2048 threads per SM already.
-#define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(0, 2)
+#define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(64, 2) X(0, 2)
 // FlatWideRowConfig's CTA-wide rows of 3 and 4 vectors per thread, without
 // the gate.
 #define CAKE_FLAT_WIDE_CONFIGS(X) X(0, 3) X(0, 4)
 
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
-                                 bool slots, bool reverse) {
-  if (threads_per_row > 32) threads_per_row = 0;  // one row of blockDim.x threads
+const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bool slots,
+                                 bool reverse) {
+  // 0: one row of blockDim.x threads.
+  const int threads_per_row = cfg.threads_per_row < cfg.block ? cfg.threads_per_row : 0;
+  const int vecs_per_thread = cfg.vecs_per_thread;
 #define CAKE_FLAT_OF_R(T, V, G, D, R)                                           \
   (slots ? reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, true, R>) \
          : reinterpret_cast<const void*>(&RowForwardFlat<T, V, G, D, false, R>))
@@ -1512,10 +1518,11 @@ const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool 
   CAKE_FLAT_CONFIGS(CAKE_FLAT)
 #undef CAKE_FLAT
   if (gate) return nullptr;
-#define CAKE_FLAT_WIDE(T, V) \
+#define CAKE_FLAT_PLAIN(T, V) \
   if (threads_per_row == T && vecs_per_thread == V) return CAKE_FLAT_OF(T, V, false, false);
-  CAKE_FLAT_WIDE_CONFIGS(CAKE_FLAT_WIDE)
-#undef CAKE_FLAT_WIDE
+  CAKE_FLAT_GROUP_CONFIGS(CAKE_FLAT_PLAIN)
+  CAKE_FLAT_WIDE_CONFIGS(CAKE_FLAT_PLAIN)
+#undef CAKE_FLAT_PLAIN
 #undef CAKE_FLAT_OF
 #undef CAKE_FLAT_OF_R
   return nullptr;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "ops/row_config.h"
+
 namespace cake {
 
 // Where row r of the activation tensors starts: token = r / heads,
@@ -215,12 +217,14 @@ struct ZeroParams {
 //
 // The kernel of a row config, or nullptr when none is built for it.
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse = false);
-// The flat forward of FlatRowConfig (threads_per_row > 32: one row per CTA),
-// or of FlatWideRowConfig (CTA-wide rows of 3 or 4 vectors per thread, no
-// gated instances); dense: at 32 registers a thread (2048 threads per SM) at
-// FlatRowConfig's configs (RowKernel::kFlatDense, no gated instances).
-const void* RowForwardFlatKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dense,
-                                 bool slots, bool reverse = false);
+// The flat forward of a FlatRowConfig (rows of 8..32 lanes or of 64
+// threads, several to a CTA, or one row of the CTA's threads; the gated
+// instances GateFlatRowConfig's), or of a FlatWideRowConfig (CTA-wide rows of
+// 3 or 4 vectors per thread, no gated instances); dense: at 32 registers a
+// thread (2048 threads per SM) at FlatRowConfig's configs
+// (RowKernel::kFlatDense, no gated instances).
+const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bool slots,
+                                 bool reverse = false);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op
 // has the residual's incoming gradient (BwdDhInEarly picks an instance of
 // its own). A width of whole warps that is not a power of two runs one row

@@ -378,7 +378,7 @@ TEST(LaunchTest, LaunchShapeOfAnEditedPlan) {
 
   absl::StatusOr<KernelLaunch> k = MakeKernelLaunch(plan, plan.launches(0), b);
   ASSERT_TRUE(k.ok()) << k.status();
-  EXPECT_EQ(k->function, RowForwardFlatKernel(96, 2, false, false, /*slots=*/false));
+  EXPECT_EQ(k->function, RowForwardFlatKernel(FlatRowConfig(1536), false, false, /*slots=*/false));
 }
 
 // Every forward, backward, reduce and finish launch the planner makes passes those checks

@@ -151,31 +151,45 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     if (flat.threads_per_row > 32) {
       ASSERT_EQ(flat.threads_per_row % 32, 0) << dim;
     }
+    // H = 520..1024: row groups of 64 threads, four to a 256-thread CTA,
+    // each thread's first vector in the row.
+    if (dim >= 520 && dim <= 1024) {
+      ASSERT_EQ(flat.threads_per_row, 64) << dim;
+      ASSERT_EQ(flat.block, kWarpBlock) << dim;
+      ASSERT_EQ(flat.rows_per_cta(), 4) << dim;
+      ASSERT_LE(int64_t{flat.threads_per_row} * kVecElems, dim) << dim;
+    } else if (flat.threads_per_row > 32) {
+      ASSERT_EQ(flat.block, flat.threads_per_row) << dim;
+    }
+    // The gated flat forward: one row of the CTA's threads above 64 vectors.
+    const RowConfig gate_flat = GateFlatRowConfig(dim);
+    if (dim > 512) {
+      ASSERT_EQ(gate_flat.block, gate_flat.threads_per_row) << dim;
+      ASSERT_GE(int64_t{gate_flat.threads_per_row} * 2 * kVecElems, dim) << dim;
+    } else {
+      ASSERT_EQ(gate_flat.threads_per_row, flat.threads_per_row) << dim;
+      ASSERT_EQ(gate_flat.block, flat.block) << dim;
+    }
     // With and without the weight's slots, two instances.
     for (bool gate : {false, true}) {
-      const void* with = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
-                                              false, true);
+      const RowConfig& c = gate ? gate_flat : flat;
+      const void* with = RowForwardFlatKernel(c, gate, false, true);
       ASSERT_NE(with, nullptr) << dim;
-      ASSERT_NE(with, RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
-                                           false, false))
-          << dim;
+      ASSERT_NE(with, RowForwardFlatKernel(c, gate, false, false)) << dim;
       for (bool slots : {false, true}) {
-        const void* fwd_rev = RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread,
-                                                   gate, false, slots, true);
+        const void* fwd_rev = RowForwardFlatKernel(c, gate, false, slots, true);
         ASSERT_NE(fwd_rev, nullptr) << dim;
-        ASSERT_NE(fwd_rev, RowForwardFlatKernel(flat.threads_per_row, flat.vecs_per_thread, gate,
-                                                false, slots))
-            << dim;
+        ASSERT_NE(fwd_rev, RowForwardFlatKernel(c, gate, false, slots)) << dim;
       }
     }
     // fwd.flat.dense: an instance of its own at two vectors per thread, the
     // plain one (already at 32 registers) at one.
-    const int ftpr = flat.threads_per_row, fvpt = flat.vecs_per_thread;
     for (bool slots : {false, true}) {
-      const void* dense = RowForwardFlatKernel(ftpr, fvpt, false, true, slots);
+      const void* dense = RowForwardFlatKernel(flat, false, true, slots);
       ASSERT_NE(dense, nullptr) << dim;
-      ASSERT_EQ(dense == RowForwardFlatKernel(ftpr, fvpt, false, false, slots), fvpt == 1) << dim;
-      const void* dense_rev = RowForwardFlatKernel(ftpr, fvpt, false, true, slots, true);
+      ASSERT_EQ(dense == RowForwardFlatKernel(flat, false, false, slots), flat.vecs_per_thread == 1)
+          << dim;
+      const void* dense_rev = RowForwardFlatKernel(flat, false, true, slots, true);
       ASSERT_NE(dense_rev, nullptr) << dim;
       ASSERT_NE(dense_rev, dense) << dim;
     }
@@ -360,6 +374,7 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
       {4096, 1536, BF16, 96 * 2 * 16},     // 96 threads x 2 vectors
       {4096, 1536, FP32, 96 * 2 * 32},
       {43690, 1536, BF16, 96 * 2 * 16},    // 67.1 M elements
+      {4096, 768, BF16, 256 * 2 * 16},     // 4 rows of 64 threads x 2 vectors
       {43691, 1536, BF16, 0},              // past 2^26
       {131072, 2048, FP32, 0},
       {262144, 256, BF16, 256 * 2 * 16},   // 16 rows of 16 lanes x 2 vectors
@@ -395,14 +410,10 @@ TEST(RegistryTest, WideFlatRowsTakeTheFewestWarpsOfFourVectors) {
     std::set<const void*> kernels;
     for (bool slots : {false, true}) {
       for (bool reverse : {false, true}) {
-        const void* k = RowForwardFlatKernel(c.threads_per_row, c.vecs_per_thread, false, false,
-                                             slots, reverse);
+        const void* k = RowForwardFlatKernel(c, false, false, slots, reverse);
         ASSERT_NE(k, nullptr) << dim;
         kernels.insert(k);
-        EXPECT_EQ(RowForwardFlatKernel(c.threads_per_row, c.vecs_per_thread, true, false, slots,
-                                       reverse),
-                  nullptr)
-            << dim;
+        EXPECT_EQ(RowForwardFlatKernel(c, true, false, slots, reverse), nullptr) << dim;
       }
     }
     EXPECT_EQ(kernels.size(), 4u) << dim;

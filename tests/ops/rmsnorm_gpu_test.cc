@@ -169,6 +169,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.cta.prefetch"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
+      // Four 64-thread row groups a CTA, the last CTA's last three empty.
+      {RowsSpec(9, 768, true, {FORWARD}), "rmsnorm.fwd.flat"},
+      {RowsSpec(9, 1024, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
       {RowsSpec(3000, 6144, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
       // 96 threads, and 128 whose last warp holds 29 of its 32 threads' vectors.
       {RowsSpec(700, 3072, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
@@ -488,6 +491,32 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
   ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.dense");
 }
 
+// The flat forwards' row groups of 64 threads (H = 520..1024, four to a
+// CTA): a second vector on one lane of each group (H = 520) or on all
+// (1024), partial last CTAs, views, the residual, an FP32 weight, in both
+// flat programs; the one-row CTAs beside them (H = 1032, 1536), and the
+// gated flat forward's one-row CTAs at those widths (GateFlatRowConfig).
+TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
+  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536});
+  specs.push_back(HeadsSpec(1031, 3, 768));
+  specs.push_back(HeadsSpec(257, 5, 1024, 8 * 1024, 1024));
+  for (int64_t dim : {520, 1536}) {
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_residual(true);
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_weight_dtype(FP32);
+  }
+  for (const char* program : {"rmsnorm.fwd.flat", "rmsnorm.fwd.flat.dense"}) {
+    ExpectForcedForwardWithinBudget(specs, program);
+  }
+  std::vector<StepSpec> gated;
+  for (int64_t dim : {520, 768, 1024, 1032}) {
+    gated.push_back(RowsSpec(4099, dim, true));
+    gated.back().set_op(RMSNORM_SILU_GATE);
+  }
+  ExpectForcedForwardWithinBudget(gated, "rmsnorm_silu_gate.fwd.flat");
+}
+
 // The wide flat forward: both instances (3 vectors per thread at H = 6144,
 // 4 elsewhere) over 96..256 threads, rows that leave a thread's last
 // vectors empty (H = 4000, 4104, 6152), packed rows and views, the residual, an
@@ -534,8 +563,9 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
     specs.push_back(gate);
   }
   // The gate: four 64-thread rows a dx CTA (768); at 3 vectors two
-  // 128-thread rows (2304), one CTA-wide row (4608).
-  for (int64_t dim : {768, 2304, 4608}) {
+  // 128-thread rows (2304), one CTA-wide row (4608); the widths of table
+  // .39's gated windows, 1280 (two 128-thread rows of 2), 6144 and 8192.
+  for (int64_t dim : {768, 1280, 2304, 4608, 6144, 8192}) {
     specs.push_back(RowsSpec(1031, dim, true));
     specs.back().set_op(RMSNORM_SILU_GATE);
   }

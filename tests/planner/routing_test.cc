@@ -235,6 +235,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     StepSpec gate_512 = RowsSpec(1024, 512, det);
     gate_512.set_op(RMSNORM_SILU_GATE);
     EXPECT_EQ(backward(gate_512), "rmsnorm_silu_gate.bwd.det.partials");
+    // Table .39: the gated split at D = 1032..8192 up to 1024-4096 rows by
+    // width.
+    struct GateEdge {
+      int64_t dim, last_split_rows;
+    } gate_edges[] = {{1032, 4096}, {1536, 4096}, {1544, 1024}, {2048, 1024}, {3064, 1024},
+                      {3072, 2048}, {3080, 1024}, {5112, 1024}, {5120, 4096}, {6144, 4096},
+                      {6152, 2048}, {8192, 2048}};
+    for (const GateEdge& e : gate_edges) {
+      StepSpec gate_wide = RowsSpec(1, e.dim, det);
+      gate_wide.set_op(RMSNORM_SILU_GATE);
+      EXPECT_EQ(backward_at(gate_wide, e.last_split_rows), "rmsnorm_silu_gate.bwd.split") << e.dim;
+      EXPECT_EQ(backward_at(gate_wide, e.last_split_rows + 1),
+                "rmsnorm_silu_gate.bwd.det.partials")
+          << e.dim;
+    }
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
               det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
@@ -411,6 +426,27 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   one_row_residual.set_residual(true);
   EXPECT_EQ(forward(one_row_residual), "rmsnorm.fwd.flat.dense");  // table .33
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.flat.wide");  // table .28
+  // Table .39, H = 520..1024 (the flat programs' rows of 64 threads): dense
+  // from 4096 rows (with the fused residual to 8192), warp at H = 520..576
+  // from 16384 rows and 584..640 from 65536.
+  EXPECT_EQ(forward(RowsSpec(4095, 768)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(4096, 768)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(262144, 1024)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16383, 576)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16384, 520)), "rmsnorm.fwd.warp");
+  EXPECT_EQ(forward(RowsSpec(16384, 584)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65536, 640)), "rmsnorm.fwd.warp");
+  EXPECT_EQ(forward(RowsSpec(65536, 648)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65536, 512)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(65536, 1032)), "rmsnorm.fwd.flat");
+  StepSpec residual_768 = RowsSpec(4096, 768);
+  residual_768.set_residual(true);
+  EXPECT_EQ(forward(residual_768), "rmsnorm.fwd.flat.dense");
+  residual_768.mutable_layout()->set_tokens(8193);
+  EXPECT_EQ(forward(residual_768), "rmsnorm.fwd.flat");
+  residual_768.mutable_layout()->set_tokens(65536);
+  residual_768.mutable_layout()->set_dim(520);
+  EXPECT_EQ(forward(residual_768), "rmsnorm.fwd.flat") << "no warp window with the residual";
   // The flat program at 32 registers: 16-lane rows where that fits one wave
   // and the 40-register one does not, H = 4096 up to 2048 rows, H = 8192
   // at every row count (above 65536 rows with a BF16 weight since table .17,
