@@ -428,7 +428,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.flat.wide");  // table .28
   // Table .39, H = 520..1024 (the flat programs' rows of 64 threads): dense
   // from 4096 rows (with the fused residual to 8192), warp at H = 520..576
-  // from 16384 rows and 584..640 from 65536.
+  // from 16384 rows and 584..640 from 65536; dense at H = 1032..1280 from
+  // 16384 rows.
   EXPECT_EQ(forward(RowsSpec(4095, 768)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(4096, 768)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(262144, 1024)), "rmsnorm.fwd.flat.dense");
@@ -438,7 +439,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(65536, 640)), "rmsnorm.fwd.warp");
   EXPECT_EQ(forward(RowsSpec(65536, 648)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 512)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(65536, 1032)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(16383, 1032)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(16384, 1032)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(131072, 1280)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65536, 1288)), "rmsnorm.fwd.flat");
   StepSpec residual_768 = RowsSpec(4096, 768);
   residual_768.set_residual(true);
   EXPECT_EQ(forward(residual_768), "rmsnorm.fwd.flat.dense");
