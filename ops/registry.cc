@@ -61,6 +61,10 @@ Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(FlatRowConfig(spec.layout().dim()), spec);
 }
 
+Geometry ForwardFlatDense(const StepSpec& spec, const TargetDevice&) {
+  return FlatRows(DenseFlatRowConfig(spec.layout().dim()), spec);
+}
+
 Geometry GateForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(GateFlatRowConfig(spec.layout().dim()), spec);
 }
@@ -198,9 +202,10 @@ const ProgramInfo kPrograms[] = {
      "into shared memory behind its loads",
      RowKernel::kFlat},
     {"rmsnorm.fwd.flat.dense", RMSNORM, Stage::kForward, true, 8, kAnyDim, true, true, false,
-     DwOutput::kNone, "", ForwardFlat, nullptr, "", FlatRowConfig,
+     DwOutput::kNone, "", ForwardFlatDense, nullptr, "", DenseFlatRowConfig,
      "fwd.flat at 32 registers a thread: 2048 threads per SM with two vectors per thread "
-     "too, so that more row groups are resident at once",
+     "too, so that more row groups are resident at once; rows of 96 threads two to a CTA "
+     "at H = 1032..1536",
      RowKernel::kFlatDense},
     {"rmsnorm.fwd.flat.wide", RMSNORM, Stage::kForward, true, kFlatWideDimMin, kFlatWideDimMax,
      true, true, false, DwOutput::kNone, "", ForwardFlatWide, nullptr, "", FlatWideRowConfig,

@@ -160,6 +160,14 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 // (2026-11-30).
 inline constexpr int kMaxFlatBlock = 1024;
 inline constexpr int64_t kFlatGroupVecsMax = 128;  // H = 1024
+// In the dense flat forward (DenseFlatRowConfig), rows of 129..192 vectors
+// (H = 1032..1536): rows of 96 threads two to a 192-thread CTA.
+inline constexpr int64_t kFlatPairVecsMax = 192;  // H = 1536
+// The CTA of the flat forwards' row groups of `threads_per_row` (8..96): as
+// many whole rows as 256 threads hold.
+constexpr int FlatGroupBlock(int threads_per_row) {
+  return kWarpBlock / threads_per_row * threads_per_row;
+}
 // A row of `dim` in one CTA of the fewest whole warps of `vecs_per_thread`.
 constexpr RowConfig FlatCtaRowConfig(int64_t dim, int vecs_per_thread) {
   RowConfig c;
@@ -177,10 +185,25 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
     RowConfig c;
     c.threads_per_row = 64;
     c.vecs_per_thread = 2;
-    c.block = kWarpBlock;
+    c.block = FlatGroupBlock(c.threads_per_row);
     return c;
   }
   return FlatCtaRowConfig(dim, 2);
+}
+// The dense flat forward (rmsnorm.fwd.flat.dense): FlatRowConfig's rows, but
+// at H = 1032..1536 rows of 96 threads two to a CTA. There they ran
+// 0.90-0.98x the time of one row a CTA (flat or dense) from 1024 rows at
+// H = 1032-1408 and at 1536 to 16384 rows (1.02x from 65536); in the flat
+// program (40 registers, 8 CTAs an SM) 1.02-1.04x from 65536 rows at H =
+// 1280-1536 (H200, 2026-11-30).
+constexpr RowConfig DenseFlatRowConfig(int64_t dim) {
+  const int64_t vecs = dim / kVecElems;
+  if (vecs <= kFlatGroupVecsMax || vecs > kFlatPairVecsMax) return FlatRowConfig(dim);
+  RowConfig c;
+  c.threads_per_row = 96;
+  c.vecs_per_thread = 2;
+  c.block = FlatGroupBlock(c.threads_per_row);
+  return c;
 }
 // The gated flat forward (z loaded with x): FlatRowConfig's rows up to 64
 // vectors, one row of the CTA's threads above them. Its 64-thread row groups

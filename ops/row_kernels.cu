@@ -512,10 +512,10 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // elements (kSlots, FlatWeightSlots). At most 32 registers with one vector per
 // thread so 2048 threads per SM keep loads in flight, 40 with two (1536
 // threads). TPR = 0: one row of blockDim.x threads (two vectors each, or 3-4 in
-// FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64: row
-// groups of 64 threads, four to a 256-thread CTA.
+// FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64 or 96
+// (DenseFlatRowConfig): row groups of that many threads, four or two to a CTA.
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
-constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : kWarpBlock; }
+constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : FlatGroupBlock(tpr); }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
   return (vpt == 1 || dense ? 2048 : 1536) / FlatBlockOf(tpr);
 }
@@ -535,7 +535,7 @@ template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots, bool kReverse>
 __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
     RowForwardFlat(const RowForwardParams p) {
   LaunchDependents();
-  constexpr int kRows = TPR > 0 ? kWarpBlock / TPR : 1;
+  constexpr int kRows = TPR > 0 ? FlatBlockOf(TPR) / TPR : 1;
   __shared__ float scratch[2][FlatBlockOf(TPR) / 32];
   SumScratch sums{&scratch[0][0], FlatBlockOf(TPR) / 32};
   if constexpr (TPR > 32) sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
@@ -1488,7 +1488,7 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reve
 #define CAKE_FLAT_GROUP_CONFIGS(X) X(64, 2)
 // Two vectors per thread at 32 registers (kDense), without the gate; with
 // one vector the plain instances hold 2048 threads per SM already.
-#define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(64, 2) X(0, 2)
+#define CAKE_FLAT_DENSE_CONFIGS(X) X(16, 2) X(32, 2) X(64, 2) X(96, 2) X(0, 2)
 // FlatWideRowConfig's CTA-wide rows of 3 and 4 vectors per thread, without
 // the gate.
 #define CAKE_FLAT_WIDE_CONFIGS(X) X(0, 3) X(0, 4)

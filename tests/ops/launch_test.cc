@@ -351,17 +351,17 @@ TEST(LaunchTest, LaunchShapeOfAnEditedPlan) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].grid = (7, 2, 1): rmsnorm.bwd.det.partials runs a one-dimensional grid"));
 
-  made = MakePlan(testing::RowsSpec(4096, 1536, true, {FORWARD}), h200);
+  made = MakePlan(testing::RowsSpec(16385, 1536, true, {FORWARD}), h200);
   ASSERT_TRUE(made.ok()) << made.status();
   plan = *made;
   ASSERT_EQ(plan.launches(0).program(), "rmsnorm.fwd.flat");
-  ASSERT_EQ(plan.launches(0).grid().x(), 4096u);
-  plan.mutable_launches(0)->mutable_grid()->set_x(4095);
+  ASSERT_EQ(plan.launches(0).grid().x(), 16385u);  // one 96-thread row a CTA
+  plan.mutable_launches(0)->mutable_grid()->set_x(16384);
   s = MakeKernelLaunch(plan, plan.launches(0), b).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("launches[0].grid.x = 4095: rmsnorm.fwd.flat runs 4096 CTAs"));
-  plan.mutable_launches(0)->mutable_grid()->set_x(4096);
+              HasSubstr("launches[0].grid.x = 16384: rmsnorm.fwd.flat runs 16385 CTAs"));
+  plan.mutable_launches(0)->mutable_grid()->set_x(16385);
   ASSERT_EQ(plan.launches(0).dynamic_smem_bytes(), 96 * 2 * 16);
   plan.mutable_launches(0)->set_dynamic_smem_bytes(-4);
   s = MakeKernelLaunch(plan, plan.launches(0), b).status();

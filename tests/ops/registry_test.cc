@@ -184,12 +184,24 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     // fwd.flat.dense: an instance of its own at two vectors per thread, the
     // plain one (already at 32 registers) at one.
+    // Its rows are fwd.flat's but at H = 1032..1536: 96 threads two to a CTA.
+    const RowConfig dense_cfg = DenseFlatRowConfig(dim);
+    if (dim >= 1032 && dim <= 1536) {
+      ASSERT_EQ(dense_cfg.threads_per_row, 96) << dim;
+      ASSERT_EQ(dense_cfg.block, 192) << dim;
+      ASSERT_EQ(dense_cfg.vecs_per_thread, 2) << dim;
+      ASSERT_LE(int64_t{dense_cfg.threads_per_row} * kVecElems, dim) << dim;
+      ASSERT_GE(int64_t{dense_cfg.threads_per_row} * 2 * kVecElems, dim) << dim;
+    } else {
+      ASSERT_EQ(dense_cfg.threads_per_row, flat.threads_per_row) << dim;
+      ASSERT_EQ(dense_cfg.block, flat.block) << dim;
+    }
     for (bool slots : {false, true}) {
-      const void* dense = RowForwardFlatKernel(flat, false, true, slots);
+      const void* dense = RowForwardFlatKernel(dense_cfg, false, true, slots);
       ASSERT_NE(dense, nullptr) << dim;
       ASSERT_EQ(dense == RowForwardFlatKernel(flat, false, false, slots), flat.vecs_per_thread == 1)
           << dim;
-      const void* dense_rev = RowForwardFlatKernel(flat, false, true, slots, true);
+      const void* dense_rev = RowForwardFlatKernel(dense_cfg, false, true, slots, true);
       ASSERT_NE(dense_rev, nullptr) << dim;
       ASSERT_NE(dense_rev, dense) << dim;
     }

@@ -172,6 +172,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       // Four 64-thread row groups a CTA, the last CTA's last three empty.
       {RowsSpec(9, 768, true, {FORWARD}), "rmsnorm.fwd.flat"},
       {RowsSpec(9, 1024, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},
+      {RowsSpec(9, 1536, true, {FORWARD}), "rmsnorm.fwd.flat.dense"},  // 96-thread rows
       {RowsSpec(3000, 6144, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
       // 96 threads, and 128 whose last warp holds 29 of its 32 threads' vectors.
       {RowsSpec(700, 3072, true, {FORWARD}), "rmsnorm.fwd.flat.wide"},
@@ -494,8 +495,9 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 // The flat forwards' row groups of 64 threads (H = 520..1024, four to a
 // CTA): a second vector on one lane of each group (H = 520) or on all
 // (1024), partial last CTAs, views, the residual, an FP32 weight, in both
-// flat programs; the one-row CTAs beside them (H = 1032, 1536), and the
-// gated flat forward's one-row CTAs at those widths (GateFlatRowConfig).
+// flat programs; at H = 1032 and 1536 one row a CTA (flat) and rows of 96
+// threads two to a CTA (dense, DenseFlatRowConfig); and the gated flat
+// forward's one-row CTAs at those widths (GateFlatRowConfig).
 TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
   std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536});
   specs.push_back(HeadsSpec(1031, 3, 768));

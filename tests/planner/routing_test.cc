@@ -428,8 +428,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 7168)), "rmsnorm.fwd.flat.wide");  // table .28
   // Table .39, H = 520..1024 (the flat programs' rows of 64 threads): dense
   // from 4096 rows (with the fused residual to 8192), warp at H = 520..576
-  // from 16384 rows and 584..640 from 65536; dense at H = 1032..1280 from
-  // 16384 rows.
+  // from 16384 rows and 584..640 from 65536.
   EXPECT_EQ(forward(RowsSpec(4095, 768)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(4096, 768)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(262144, 1024)), "rmsnorm.fwd.flat.dense");
@@ -439,10 +438,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(65536, 640)), "rmsnorm.fwd.warp");
   EXPECT_EQ(forward(RowsSpec(65536, 648)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 512)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(16383, 1032)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(16384, 1032)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(131072, 1280)), "rmsnorm.fwd.flat.dense");
-  EXPECT_EQ(forward(RowsSpec(65536, 1288)), "rmsnorm.fwd.flat");
+  // Table .40: dense (its 96-thread rows two to a CTA) at H = 1032..1408
+  // from 1024 rows and 1416..1536 for 1024..16384, BF16 weight.
+  EXPECT_EQ(forward(RowsSpec(1023, 1032)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(1024, 1032)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(131072, 1408)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16384, 1536)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16385, 1536)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(4096, 1544)), "rmsnorm.fwd.flat");
+  StepSpec fp32_1280 = RowsSpec(65536, 1280);
+  fp32_1280.set_weight_dtype(FP32);
+  EXPECT_EQ(forward(fp32_1280), "rmsnorm.fwd.flat");
+  StepSpec residual_1280 = RowsSpec(65536, 1280);
+  residual_1280.set_residual(true);
+  EXPECT_EQ(forward(residual_1280), "rmsnorm.fwd.flat");
   StepSpec residual_768 = RowsSpec(4096, 768);
   residual_768.set_residual(true);
   EXPECT_EQ(forward(residual_768), "rmsnorm.fwd.flat.dense");
