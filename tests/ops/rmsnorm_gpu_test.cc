@@ -432,6 +432,17 @@ std::vector<StepSpec> PackedRowsAtFewAndMany(std::initializer_list<int64_t> dims
   return specs;
 }
 
+// Each of `dims` at 4099 tokens with the fused residual, and with an FP32
+// weight.
+void AddResidualAndFp32Weight(std::vector<StepSpec>& specs, std::initializer_list<int64_t> dims) {
+  for (int64_t dim : dims) {
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_residual(true);
+    specs.push_back(RowsSpec(4099, dim, true));
+    specs.back().set_weight_dtype(FP32);
+  }
+}
+
 // Forward and recompute through `program` in place of the routed forward:
 // within budget over 3 seeds, and a rerun bit for bit the same.
 void ExpectForcedForwardWithinBudget(const std::vector<StepSpec>& specs,
@@ -502,12 +513,7 @@ TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
   std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536});
   specs.push_back(HeadsSpec(1031, 3, 768));
   specs.push_back(HeadsSpec(257, 5, 1024, 8 * 1024, 1024));
-  for (int64_t dim : {520, 1536}) {
-    specs.push_back(RowsSpec(4099, dim, true));
-    specs.back().set_residual(true);
-    specs.push_back(RowsSpec(4099, dim, true));
-    specs.back().set_weight_dtype(FP32);
-  }
+  AddResidualAndFp32Weight(specs, {520, 1536});
   for (const char* program : {"rmsnorm.fwd.flat", "rmsnorm.fwd.flat.dense"}) {
     ExpectForcedForwardWithinBudget(specs, program);
   }
@@ -529,12 +535,7 @@ TEST_F(GpuTest, WideFlatForwardWithinBudget) {
       PackedRowsAtFewAndMany({3072, 4000, 4104, 5120, 5632, 6144, 6152, 7168, 8192});
   specs.push_back(HeadsSpec(257, 2, 6144));
   specs.push_back(HeadsSpec(99, 3, 8192, 4 * 8192, 8192));
-  for (int64_t dim : {6144, 8192}) {
-    specs.push_back(RowsSpec(4099, dim, true));
-    specs.back().set_residual(true);
-    specs.push_back(RowsSpec(4099, dim, true));
-    specs.back().set_weight_dtype(FP32);
-  }
+  AddResidualAndFp32Weight(specs, {6144, 8192});
   specs.push_back(RowsSpec(8193, 8192, true));  // 2^26 + 8192 elements: no slots
   specs.back().set_weight_dtype(FP32);
   ExpectForcedForwardWithinBudget(specs, "rmsnorm.fwd.flat.wide");
