@@ -156,7 +156,7 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 // 64 threads every such forward ran at about 820 rows a microsecond, a CTA
 // launch rate (H200: [65536, 520 | 768 | 1024] 79.6 us each), and the groups
 // ran 0.53-0.94x that time from 1024 rows. Groups of 128 threads (two a CTA)
-// ran 1.09-1.16x one row of 96 threads at H = 1536 from 4096 rows
+// ran 1.09-1.16x one row of 96 threads at H = 1032-1536 from 4096 rows
 // (2026-11-30).
 inline constexpr int kMaxFlatBlock = 1024;
 inline constexpr int64_t kFlatGroupVecsMax = 128;  // H = 1024
