@@ -168,6 +168,14 @@ inline constexpr int64_t kFlatPairVecsMax = 192;  // H = 1536
 constexpr int FlatGroupBlock(int threads_per_row) {
   return kWarpBlock / threads_per_row * threads_per_row;
 }
+// Rows of `threads_per_row` threads of two vectors, FlatGroupBlock to a CTA.
+constexpr RowConfig FlatGroupRowConfig(int threads_per_row) {
+  RowConfig c;
+  c.threads_per_row = threads_per_row;
+  c.vecs_per_thread = 2;
+  c.block = FlatGroupBlock(threads_per_row);
+  return c;
+}
 // A row of `dim` in one CTA of the fewest whole warps of `vecs_per_thread`.
 constexpr RowConfig FlatCtaRowConfig(int64_t dim, int vecs_per_thread) {
   RowConfig c;
@@ -181,13 +189,7 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
   if (vecs <= 16) return MakeRowConfig(dim, vecs <= 8 ? 8 : 16);
   if (vecs <= 32) return MakeRowConfig(dim, 16);  // two vectors per thread
   if (vecs <= 64) return MakeRowConfig(dim, 32);
-  if (vecs <= kFlatGroupVecsMax) {  // row groups of 64 threads
-    RowConfig c;
-    c.threads_per_row = 64;
-    c.vecs_per_thread = 2;
-    c.block = FlatGroupBlock(c.threads_per_row);
-    return c;
-  }
+  if (vecs <= kFlatGroupVecsMax) return FlatGroupRowConfig(64);
   return FlatCtaRowConfig(dim, 2);
 }
 // The dense flat forward (rmsnorm.fwd.flat.dense): FlatRowConfig's rows, but
@@ -199,19 +201,16 @@ constexpr RowConfig FlatRowConfig(int64_t dim) {
 constexpr RowConfig DenseFlatRowConfig(int64_t dim) {
   const int64_t vecs = dim / kVecElems;
   if (vecs <= kFlatGroupVecsMax || vecs > kFlatPairVecsMax) return FlatRowConfig(dim);
-  RowConfig c;
-  c.threads_per_row = 96;
-  c.vecs_per_thread = 2;
-  c.block = FlatGroupBlock(c.threads_per_row);
-  return c;
+  return FlatGroupRowConfig(96);
 }
-// The gated flat forward (z loaded with x): FlatRowConfig's rows up to 64
-// vectors, one row of the CTA's threads above them. Its 64-thread row groups
-// at 40 registers (4 bytes of spill) ran 1.02-1.05x the time of one row a CTA
-// at D = 1024, 0.95-1.02x at 768 and 0.84-1.04x at 520 from 1024 rows (H200,
-// 2026-11-30).
+// The gated flat forward (z loaded with x): FlatRowConfig's rows, but one row
+// of the CTA's threads where those are row groups wider than a warp. Its
+// 64-thread row groups at 40 registers (4 bytes of spill) ran 1.02-1.05x the
+// time of one row a CTA at D = 1024, 0.95-1.02x at 768 and 0.84-1.04x at 520
+// from 1024 rows (H200, 2026-11-30).
 constexpr RowConfig GateFlatRowConfig(int64_t dim) {
-  return dim / kVecElems <= 64 ? FlatRowConfig(dim) : FlatCtaRowConfig(dim, 2);
+  const RowConfig c = FlatRowConfig(dim);
+  return c.threads_per_row > 32 && c.threads_per_row < c.block ? FlatCtaRowConfig(dim, 2) : c;
 }
 
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 3072..8192 in

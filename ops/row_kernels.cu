@@ -298,6 +298,12 @@ struct SumScratch {
   int half;
   int turn = 0;  // the half the next sum writes
   int first = 0;  // TPR > 32: the first warp of this thread's row group
+
+  // Several row groups of TPR > 32 threads a CTA: thread `thread`'s group's.
+  template <int TPR>
+  __device__ void SetGroupOf(int thread) {
+    first = thread / TPR * (TPR / 32);
+  }
 };
 
 // Sums of v[0..N) each over the TPR threads of a row group, in a fixed
@@ -538,7 +544,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   constexpr int kRows = TPR > 0 ? FlatBlockOf(TPR) / TPR : 1;
   __shared__ float scratch[2][FlatBlockOf(TPR) / 32];
   SumScratch sums{&scratch[0][0], FlatBlockOf(TPR) / 32};
-  if constexpr (TPR > 32) sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
+  if constexpr (TPR > 32) sums.SetGroupOf<TPR>(static_cast<int>(threadIdx.x));
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   const int lane = TPR > 0 ? static_cast<int>(threadIdx.x) % TPR : static_cast<int>(threadIdx.x);
   const int64_t row = int64_t{blockIdx.x} * kRows + (TPR > 0 ? threadIdx.x / TPR : 0);
@@ -1239,9 +1245,7 @@ __global__ void __launch_bounds__(kSplitBlock, 768 / kSplitBlock)
   __shared__ float scratch[2][kGroups * kWarps];
   SumScratch sums{&scratch[0][0], kGroups * kWarps};
   // Row groups narrower than the CTA (64 or 128 threads): this group's warps.
-  if constexpr (TPR > 32 && TPR < kSplitBlock) {
-    sums.first = static_cast<int>(threadIdx.x) / TPR * (TPR / 32);
-  }
+  if constexpr (TPR > 32 && TPR < kSplitBlock) sums.SetGroupOf<TPR>(static_cast<int>(threadIdx.x));
   __shared__ double fold[kWarps][32 * 8];
   const int64_t rows = p.layout.rows;
   const int64_t dim = p.layout.dim;
