@@ -507,10 +507,12 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 // CTA): a second vector on one lane of each group (H = 520) or on all
 // (1024), partial last CTAs, views, the residual, an FP32 weight, in both
 // flat programs; at H = 1032 and 1536 one row a CTA (flat) and rows of 96
-// threads two to a CTA (dense, DenseFlatRowConfig); and the gated flat
-// forward's one-row CTAs at those widths (GateFlatRowConfig).
+// threads two to a CTA (dense, DenseFlatRowConfig); at H = 1544 and 2040
+// (table .41's dense windows) a CTA-wide row of 128 threads, 63 of its
+// second vectors empty at 1544; and the gated flat forward's one-row CTAs
+// at H = 520..1032 (GateFlatRowConfig).
 TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
-  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536});
+  std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536, 1544, 2040});
   specs.push_back(HeadsSpec(1031, 3, 768));
   specs.push_back(HeadsSpec(257, 5, 1024, 8 * 1024, 1024));
   AddResidualAndFp32Weight(specs, {520, 1536});
@@ -567,8 +569,9 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
   }
   // The gate: four 64-thread rows a dx CTA (768); at 3 vectors two
   // 128-thread rows (2304), one CTA-wide row (4608); the widths of table
-  // .39's gated windows, 1280 (two 128-thread rows of 2), 6144 and 8192.
-  for (int64_t dim : {768, 1280, 2304, 4608, 6144, 8192}) {
+  // .39's gated windows, 1280 (two 128-thread rows of 2), 6144 and 8192;
+  // table .41's 4104 (a CTA-wide row, its last vector slots empty).
+  for (int64_t dim : {768, 1280, 2304, 4104, 4608, 6144, 8192}) {
     specs.push_back(RowsSpec(1031, dim, true));
     specs.back().set_op(RMSNORM_SILU_GATE);
   }

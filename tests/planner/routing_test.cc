@@ -236,18 +236,22 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     gate_512.set_op(RMSNORM_SILU_GATE);
     EXPECT_EQ(backward(gate_512), "rmsnorm_silu_gate.bwd.det.partials");
     // Table .39: the gated split at D = 1032..8192 up to 1024-4096 rows by
-    // width.
+    // width; table .41: to 3072 rows at D = 1032..1152, 4096 at 1160..1408,
+    // 5120 at 1416..1536 and 32768 at 4104..5120.
     struct GateEdge {
       int64_t dim, last_split_rows;
-    } gate_edges[] = {{1032, 4096}, {1536, 4096}, {1544, 1024}, {2048, 1024}, {3064, 1024},
-                      {3072, 2048}, {3080, 1024}, {5112, 1024}, {5120, 4096}, {6144, 4096},
-                      {6152, 2048}, {8192, 2048}};
+    } gate_edges[] = {{1032, 3072}, {1152, 3072}, {1160, 4096}, {1408, 4096}, {1416, 5120},
+                      {1536, 5120}, {1544, 1024}, {2048, 1024}, {3064, 1024}, {3072, 2048},
+                      {3080, 1024}, {4096, 1024}, {4104, 32768}, {5112, 32768}, {5120, 32768},
+                      {5128, 4096}, {6144, 4096}, {6152, 2048}, {8192, 2048}};
     for (const GateEdge& e : gate_edges) {
       StepSpec gate_wide = RowsSpec(1, e.dim, det);
       gate_wide.set_op(RMSNORM_SILU_GATE);
       EXPECT_EQ(backward_at(gate_wide, e.last_split_rows), "rmsnorm_silu_gate.bwd.split") << e.dim;
+      // Above 16384 rows the non-deterministic gated backward is kb's.
       EXPECT_EQ(backward_at(gate_wide, e.last_split_rows + 1),
-                "rmsnorm_silu_gate.bwd.det.partials")
+                det || e.last_split_rows < 16384 ? "rmsnorm_silu_gate.bwd.det.partials"
+                                                 : "rmsnorm_silu_gate.bwd.kb")
           << e.dim;
     }
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
@@ -445,7 +449,29 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(131072, 1408)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16384, 1536)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16385, 1536)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(4096, 1544)), "rmsnorm.fwd.flat");
+  // Table .41: dense at H = 1544..2040 from 1585 rows (fwd.flat's grid a
+  // second wave there), to 2048 rows with an FP32 weight or the fused
+  // residual; with a BF16 one at any rows to H = 1792, to 16384 above.
+  EXPECT_EQ(forward(RowsSpec(1584, 1544)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(1585, 1544)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(131072, 1792)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(1585, 1800)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16384, 2040)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(16385, 1800)), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(RowsSpec(2048, 2048)), "rmsnorm.fwd.flat");
+  for (bool fp32 : {false, true}) {
+    StepSpec other = RowsSpec(2048, 1664);
+    if (fp32) {
+      other.set_weight_dtype(FP32);
+    } else {
+      other.set_residual(true);
+    }
+    EXPECT_EQ(forward(other), "rmsnorm.fwd.flat.dense") << fp32;
+    other.mutable_layout()->set_tokens(2049);
+    EXPECT_EQ(forward(other), "rmsnorm.fwd.flat") << fp32;
+    other.mutable_layout()->set_tokens(1584);
+    EXPECT_EQ(forward(other), "rmsnorm.fwd.flat") << fp32;
+  }
   StepSpec fp32_1280 = RowsSpec(65536, 1280);
   fp32_1280.set_weight_dtype(FP32);
   EXPECT_EQ(forward(fp32_1280), "rmsnorm.fwd.flat");
