@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,10 @@
 
 namespace cake::bench {
 namespace {
+
+// Spans of each device-to-device copy: the speed of light's and each row's
+// same-bytes copy (BenchRow.same_bytes_copy_us).
+constexpr int kCopyReps = 20;
 
 // Driver version and clocks from NVML, loaded at run time; the CUDA
 // driver's API version where NVML is missing.
@@ -246,13 +251,29 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
     report.set_replays_per_round(options.replays_per_round);
     report.set_deterministic(cases.empty() || cases[0].spec.deterministic());
     // The speed of light: a device-to-device copy, timed like the cases.
-    CAKE_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(options.copy_bytes, l2, stream, 20,
+    CAKE_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(options.copy_bytes, l2, stream, kCopyReps,
                                                            timer.get(), options.warmup));
     report.set_copy_bytes(options.copy_bytes);
     report.set_copy_gbps(copy / 1e9);
     ReadMachine(report.mutable_machine());  // clocks just after the copies
+    // Each row's bytes moved by a plain copy of that size, once per size.
+    std::map<int64_t, double> same_bytes_copy_us;
     for (size_t i = 0; i < cases.size(); ++i) {
       absl::StatusOr<BenchRow> row = TimeCase(cases[i], device, *timer, l2, stream, options);
+      if (row.ok()) {
+        const int64_t half = std::max<int64_t>(std::llround(row->bytes() / 2), 16);
+        auto [it, fresh] = same_bytes_copy_us.try_emplace(half, 0.0);
+        if (fresh) {
+          absl::StatusOr<double> us =
+              CopyMedianUs(half, l2, stream, kCopyReps, timer.get(), options.warmup);
+          if (us.ok()) {
+            it->second = *us;
+          } else {
+            row = us.status();
+          }
+        }
+        if (row.ok()) row->set_same_bytes_copy_us(it->second);
+      }
       if (!row.ok()) {
         return absl::Status(row.status().code(), absl::StrCat(cases[i].shape, " ", cases[i].op,
                                                               ": ", row.status().message()));
@@ -292,12 +313,14 @@ std::string FormatTable(const BenchReport& r) {
   std::string out = absl::StrFormat(
       "%s, %s, driver %s, CUDA %s; %s spans, L2 flushed (%d MB written by %s) before each "
       "replay;\n"
-      "median of %d rounds x %d replays after %d warm-up; copy %.0f GB/s (read + write)\n",
+      "median of %d rounds x %d replays after %d warm-up; copy %.0f GB/s (read + write);\n"
+      "copy us: a device-to-device copy of the row's bytes alone, timed the same way\n",
       r.tool(), r.machine().gpu(), r.machine().driver(), r.machine().cuda_runtime(), r.timer(),
       r.l2_flush_bytes() >> 20, r.l2_flush(), r.rounds(), r.replays_per_round(), r.warmup(), r.copy_gbps());
   for (const std::string& d : r.deviations()) absl::StrAppend(&out, "deviation: ", d, "\n");
-  absl::StrAppendFormat(&out, "%-30s %-9s %10s %10s  %-40s %8s %7s %7s  %s\n", "shape", "op",
-                        "cake us", "peer us", "best peer", "speedup", "A/A", "of copy", "notes");
+  absl::StrAppendFormat(&out, "%-30s %-9s %10s %10s  %-40s %8s %7s %7s %8s  %s\n", "shape", "op",
+                        "cake us", "peer us", "best peer", "speedup", "A/A", "of copy", "copy us",
+                        "notes");
   for (const BenchRow& row : r.rows()) {
     std::string notes;
     for (const BenchImpl& p : row.impls()) {
@@ -310,12 +333,14 @@ std::string FormatTable(const BenchReport& r) {
       }
     }
     const bool peer = !row.best_peer().empty();
-    absl::StrAppendFormat(&out, "%-30s %-9s %10.1f %10s  %-40s %8s %7.3f %7.3f  %s\n", row.shape(),
-                          row.op(), row.cake_us(),
+    const bool copied = row.same_bytes_copy_us() > 0;
+    absl::StrAppendFormat(&out, "%-30s %-9s %10.1f %10s  %-40s %8s %7.3f %7.3f %8s  %s\n",
+                          row.shape(), row.op(), row.cake_us(),
                           peer ? absl::StrFormat("%.1f", row.best_peer_us()) : "-",
                           peer ? row.best_peer() : "-",
                           peer ? absl::StrFormat("%.2fx", row.speedup()) : "-", row.aa_floor(),
-                          row.copy_fraction(), notes);
+                          row.copy_fraction(),
+                          copied ? absl::StrFormat("%.1f", row.same_bytes_copy_us()) : "-", notes);
   }
   return out;
 }

@@ -16,7 +16,11 @@ peer time keeps the suite run's figures and only the copy targets. The targets, 
 
 For each row that misses a speedup target the table gives the fraction of copy bandwidth
 Cake would need to meet it (Cake's fraction x target / speedup): above about 1.0 a row
-needs more than the run's device-to-device copy moves.
+needs more than the run's device-to-device copy moves. It also gives the time that would
+meet every missed target (the best peer's over the largest) and, where the suite report
+has it (`same_bytes_copy_us`), the time of a copy of the row's bytes alone at that size:
+a needed time below it asks for less than moving those bytes takes, launch and drain
+included, at few tokens most of all.
 
   python3 bench/targets.py CAKE_BENCH.json PEERS.json [MORE.json ...] [--all] [--any-flush]
                            [--md FILE]
@@ -103,7 +107,8 @@ def check(cake, peers):
         us = peer["cake_us"] if peer else row.get("cake_us")
         frac = peer["fraction"] if peer else row.get("copy_fraction") or 0.0
         out = {"shape": key[0], "op": op, "cake_us": us, "fraction": frac, "misses": [],
-               "peer": peer}
+               "peer": peer, "copy_us": row.get("same_bytes_copy_us") or 0.0,
+               "needed_us": None}
         # Copy-fraction targets at the large rows (x and y of 5x the L2 and more).
         layout = row["spec"]["layout"]
         tokens = int(layout["tokens"])
@@ -118,20 +123,23 @@ def check(cake, peers):
             for name, need in targets_of(row, kind, peer["peer_fraction"]):
                 if speedup < need:
                     out["misses"].append((name, frac * need / speedup))
+                    needed = peer["peer_us"] / need
+                    if out["needed_us"] is None or needed < out["needed_us"]:
+                        out["needed_us"] = needed
         rows.append(out)
     return rows
 
 
 def render(rows, show_all):
     lines = ["| shape | op | Cake us | best peer us | report | speedup | Cake of copy "
-             "| peer of copy | missed | of copy needed |",
-             "|---|---|---:|---:|---|---:|---:|---:|---|---:|"]
+             "| peer of copy | missed | of copy needed | needed us | copy us |",
+             "|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|"]
     for r in rows:
         if not r["misses"] and not show_all:
             continue
         p = r["peer"]
         needs = [n for _, n in r["misses"] if n is not None]
-        lines.append("| {} | {} | {} | {} | {} | {} | {:.3f} | {} | {} | {} |".format(
+        lines.append("| {} | {} | {} | {} | {} | {} | {:.3f} | {} | {} | {} | {} | {} |".format(
             r["shape"], r["op"], f"{r['cake_us']:.1f}" if r["cake_us"] else "-",
             f"{p['peer_us']:.1f}" if p else "-",
             p["path"].rsplit("/", 1)[-1] if p else "-",
@@ -139,7 +147,9 @@ def render(rows, show_all):
             r["fraction"],
             f"{p['peer_fraction']:.3f}" if p else "-",
             ", ".join(n for n, _ in r["misses"]) or "none",
-            f"{max(needs):.2f}" if needs else "-"))
+            f"{max(needs):.2f}" if needs else "-",
+            f"{r['needed_us']:.1f}" if r["needed_us"] is not None else "-",
+            f"{r['copy_us']:.1f}" if r["copy_us"] else "-"))
     return "\n".join(lines)
 
 
@@ -157,6 +167,12 @@ def summary(rows):
         out.append(f"  {name}: missed on {len(hit)} rows")
     out.append(f"{len(beyond)} of the {len(missed)} rows would need more than the run's copy "
                "speed to meet their speedup target (of copy needed > 1.00).")
+    timed = [r for r in missed if r["needed_us"] is not None and r["copy_us"]]
+    if timed:
+        below = [r for r in timed if r["needed_us"] < r["copy_us"]]
+        out.append(f"{len(below)} of the {len(timed)} rows that miss a speedup target and have a "
+                   "same-bytes copy time would need less time than a device-to-device copy of "
+                   "their bytes alone (needed us < copy us).")
     return "\n".join(out)
 
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "bench/l2_flush.h"
 #include "ops/status.h"
 
@@ -106,8 +107,12 @@ absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(c
   return spans;
 }
 
-absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
-                                     SpanTimer* timer, int warmup) {
+absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
+                                    SpanTimer* timer, int warmup) {
+  if (bytes <= 0 || reps <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a copy of ", bytes, " bytes timed ", reps, " times: both must be positive"));
+  }
   std::unique_ptr<SpanTimer> events;
   if (timer == nullptr) {
     std::string why;
@@ -138,7 +143,13 @@ absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t str
   cudaFree(src);
   cudaFree(dst);
   CAKE_RETURN_IF_ERROR(status);
-  return 2.0 * static_cast<double>(bytes) / (Median(spans) * 1e-6);
+  return Median(spans);
+}
+
+absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
+                                     SpanTimer* timer, int warmup) {
+  CAKE_ASSIGN_OR_RETURN(const double us, CopyMedianUs(bytes, l2, stream, reps, timer, warmup));
+  return 2.0 * static_cast<double>(bytes) / (us * 1e-6);
 }
 
 }  // namespace cake::bench

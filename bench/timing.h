@@ -69,9 +69,13 @@ absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(c
 
 double Median(std::vector<double> v);
 
-// Bytes read plus bytes written per second of a device-to-device
-// cudaMemcpyAsync of `bytes`, median of `reps` spans of `timer` (CUDA events
-// when null) after `warmup`.
+// The median span, in microseconds, of a device-to-device cudaMemcpyAsync
+// of `bytes` (read, and as many written): `reps` spans of `timer` (CUDA
+// events when null) after `warmup`, L2 flushed before each.
+absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20,
+                                    SpanTimer* timer = nullptr, int warmup = 3);
+
+// Bytes read plus bytes written per second of that copy.
 absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20,
                                      SpanTimer* timer = nullptr, int warmup = 3);
 

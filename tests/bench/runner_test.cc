@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_split.h"
 #include "ops/target.h"
 #include "planner/planner.h"
 #include "tests/testing/specs.h"
@@ -72,6 +73,27 @@ TEST(PlanCaseTest, ProgramsThatCannotRunAreRefusedByName) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("no such program"));
   s = PlanCase({"s", "bwd", det, "rmsnorm_silu_gate.bwd.det.partials"}, H200()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The line of a row in the table: its same-bytes copy time where timed, "-"
+// where not (a report of bench/peers.py).
+TEST(FormatTableTest, RowsShowTheCopyOfTheirBytes) {
+  BenchReport report;
+  BenchRow* timed = report.add_rows();
+  timed->set_shape("[1024, 1536] bf16w");
+  timed->set_op("fwd");
+  timed->set_cake_us(3.4);
+  timed->set_same_bytes_copy_us(2.75);
+  BenchRow* untimed = report.add_rows();
+  untimed->set_shape("[4096, 1536] bf16w");
+  untimed->set_op("fwd");
+  untimed->set_cake_us(7.6);
+  const std::vector<std::string> lines = absl::StrSplit(FormatTable(report), '\n');
+  ASSERT_GE(lines.size(), 6u);
+  EXPECT_THAT(lines[3], HasSubstr(" copy us "));
+  EXPECT_THAT(lines[4], ::testing::StartsWith("[1024, 1536] bf16w"));
+  EXPECT_THAT(lines[4], ::testing::ContainsRegex("0\\.000 +2\\.8 *$"));
+  EXPECT_THAT(lines[5], ::testing::ContainsRegex("0\\.000 +- *$"));
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 the newest peer report wins per row, a report whose flush has no evict-last
 scrub is left out (unless --any-flush), a peer outside the budget is not the best
 peer, the targets that apply to a row (by op, tokens and the peer's fraction of
-copy), the copy fraction a missed row would need, the summary; bad input exits 2."""
+copy), the copy fraction a missed row would need, the time that would meet the
+targets against a copy of the row's bytes alone, the summary; bad input exits 2."""
 import io
 import json
 import os
@@ -26,9 +27,12 @@ def spec(tokens, dim, heads=0):
     return {"layout": layout}
 
 
-def cake_row(shape, op, tokens, dim, us, fraction):
-    return {"shape": shape, "op": op, "spec": spec(tokens, dim), "cake_us": us,
-            "copy_fraction": fraction, "aa_floor": 0.002}
+def cake_row(shape, op, tokens, dim, us, fraction, copy_us=None):
+    row = {"shape": shape, "op": op, "spec": spec(tokens, dim), "cake_us": us,
+           "copy_fraction": fraction, "aa_floor": 0.002}
+    if copy_us is not None:
+        row["same_bytes_copy_us"] = copy_us
+    return row
 
 
 def peer_row(shape, op, nbytes, cake_us, impls, copy_gbps=4000.0):
@@ -48,8 +52,10 @@ BIG, MID, SMALL = "[65536, 8192] bf16w", "[131072, 4096] bf16w", "[4096, 2048] b
 # The suite run's times differ from the harness's, whose count where a peer report has the row.
 cake = {"date": "2026-01-02T00:00:00Z", "copy_gbps": 4000.0, "rows": [
     cake_row(BIG, "fwd", 65536, 8192, 105.0, 0.9),
-    cake_row(SMALL, "bwd", 4096, 2048, 25.0, 0.4),
-    cake_row(MID, "ckpt.cast", 131072, 4096, 90.0, 1.1),
+    # A copy of its bytes alone takes 16 us; 1.4x the weak peer needs 15.
+    cake_row(SMALL, "bwd", 4096, 2048, 25.0, 0.4, copy_us=16.0),
+    # 1.05x needs 97.1 us, more than the copy's 90.
+    cake_row(MID, "ckpt.cast", 131072, 4096, 90.0, 1.1, copy_us=90.0),
     # No peer time: only the backward's 0.90 of copy applies, and it is missed.
     cake_row(MID, "bwd", 131072, 4096, 50.0, 0.85),
 ]}
@@ -101,9 +107,14 @@ with tempfile.TemporaryDirectory() as tmp:
     need = dict(rows[(SMALL, "bwd")]["misses"])["weak peer 1.4x"]
     check("copy needed for 1.4x at 1.05x from 0.525 of copy",
           abs(need - 0.525 * 1.4 / 1.05) < 1e-9, need)
+    small_row = rows[(SMALL, "bwd")]
+    check("the time that meets every missed target: the peer's 21 us over 1.4",
+          abs(small_row["needed_us"] - 15.0) < 1e-9 and small_row["copy_us"] == 16.0, small_row)
     ckpt = rows[(MID, "ckpt.cast")]
     check("ckpt.cast takes the step's 1.05x", [n for n, _ in ckpt["misses"]] == ["ckpt 1.05x"],
           ckpt["misses"])
+    check("1.05x needs 102 / 1.05 us", abs(ckpt["needed_us"] - 102.0 / 1.05) < 1e-9, ckpt)
+    check("a row meeting its targets needs no time", big["needed_us"] is None, big)
     copy_only = rows[(MID, "bwd")]
     check("without a peer the suite run's figures and only the copy target",
           copy_only["peer"] is None and copy_only["cake_us"] == 50.0 and
@@ -119,6 +130,10 @@ with tempfile.TemporaryDirectory() as tmp:
     check("the summary counts", "4 rows, 3 with a peer time; 3 miss a target" in text, text)
     check("rows beyond the copy speed",
           "1 of the 3 rows would need more than the run's copy speed" in text, text)
+    check("rows that would need less than a copy of their bytes",
+          "1 of the 2 rows that miss a speedup target and have a same-bytes copy time would "
+          "need less time than a device-to-device copy of their bytes alone" in text, text)
+    check("the needed and the copy's time in the table", "| 15.0 | 16.0 |" in text, text)
     check("only missed rows without --all", BIG not in text, text)
     check("the reports left out are counted",
           "newest of 2 peer reports per row (1 report(s) of a flush without" in text, text)
