@@ -41,6 +41,24 @@ __global__ void __launch_bounds__(kFlushBlock) DiscardLines(char* p, int64_t lin
   }
 }
 
+// LaunchCopyKernel: a CTA's kCopyVecs vectors per thread, block-strided
+// (each load instruction of a warp covers 512 contiguous bytes).
+constexpr int kCopyVecs = 4;
+__global__ void __launch_bounds__(kFlushBlock) CopyWords(uint4* dst, const uint4* src, int64_t n) {
+  const int64_t base = int64_t{blockIdx.x} * kFlushBlock * kCopyVecs + threadIdx.x;
+  uint4 v[kCopyVecs];
+#pragma unroll
+  for (int k = 0; k < kCopyVecs; ++k) {
+    const int64_t i = base + int64_t{k} * kFlushBlock;
+    if (i < n) v[k] = src[i];
+  }
+#pragma unroll
+  for (int k = 0; k < kCopyVecs; ++k) {
+    const int64_t i = base + int64_t{k} * kFlushBlock;
+    if (i < n) dst[i] = v[k];
+  }
+}
+
 int FlushGrid() {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
@@ -64,6 +82,20 @@ cudaError_t LaunchL2Scrub(void* buffer, int64_t bytes, uint32_t value, cudaStrea
   ClaimLines<<<grid, kFlushBlock, 0, stream>>>(static_cast<uint4*>(buffer), bytes / 16, value);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   DiscardLines<<<grid, kFlushBlock, 0, stream>>>(static_cast<char*>(buffer), bytes / kLineBytes);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchCopyKernel(void* dst, const void* src, int64_t bytes, cudaStream_t stream) {
+  if (bytes <= 0 || bytes % 16 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(src) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t n = bytes / 16;
+  const int64_t per_cta = int64_t{kFlushBlock} * kCopyVecs;
+  const int64_t grid = (n + per_cta - 1) / per_cta;
+  if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+  CopyWords<<<static_cast<unsigned>(grid), kFlushBlock, 0, stream>>>(
+      static_cast<uint4*>(dst), static_cast<const uint4*>(src), n);
   return cudaGetLastError();
 }
 

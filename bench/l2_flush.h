@@ -27,6 +27,14 @@ cudaError_t LaunchFillKernel(void* buffer, int64_t bytes, uint32_t value, cudaSt
 // it then leaves L2 as it would have left it, without the kept lines.
 cudaError_t LaunchL2Scrub(void* buffer, int64_t bytes, uint32_t value, cudaStream_t stream);
 
+// Copies `bytes` (a multiple of 16, both buffers 16-byte aligned) from `src`
+// to `dst` with the SMs: one CTA of 256 threads per 16 KB, each thread's four
+// 16-byte loads issued before its stores. The benchmark's same-bytes copy
+// (BenchRow.same_bytes_copy_us): a kernel that moves a row's bytes and does
+// nothing else, where cudaMemcpyAsync's copy engine takes several
+// microseconds more at a few MB.
+cudaError_t LaunchCopyKernel(void* dst, const void* src, int64_t bytes, cudaStream_t stream);
+
 }  // namespace cake::bench
 
 #endif  // CAKE_BENCH_L2_FLUSH_H_

@@ -261,11 +261,12 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
     for (size_t i = 0; i < cases.size(); ++i) {
       absl::StatusOr<BenchRow> row = TimeCase(cases[i], device, *timer, l2, stream, options);
       if (row.ok()) {
-        const int64_t half = std::max<int64_t>(std::llround(row->bytes() / 2), 16);
+        // Half the bytes read and half written, in whole 16-byte vectors.
+        const int64_t half = std::max<int64_t>((std::llround(row->bytes() / 2) + 15) / 16 * 16, 16);
         auto [it, fresh] = same_bytes_copy_us.try_emplace(half, 0.0);
         if (fresh) {
-          absl::StatusOr<double> us =
-              CopyMedianUs(half, l2, stream, kCopyReps, timer.get(), options.warmup);
+          absl::StatusOr<double> us = CopyMedianUs(half, CopyBy::kKernel, l2, stream, kCopyReps,
+                                                   timer.get(), options.warmup);
           if (us.ok()) {
             it->second = *us;
           } else {
@@ -314,7 +315,7 @@ std::string FormatTable(const BenchReport& r) {
       "%s, %s, driver %s, CUDA %s; %s spans, L2 flushed (%d MB written by %s) before each "
       "replay;\n"
       "median of %d rounds x %d replays after %d warm-up; copy %.0f GB/s (read + write);\n"
-      "copy us: a device-to-device copy of the row's bytes alone, timed the same way\n",
+      "copy us: a copy kernel of the row's bytes alone, timed the same way\n",
       r.tool(), r.machine().gpu(), r.machine().driver(), r.machine().cuda_runtime(), r.timer(),
       r.l2_flush_bytes() >> 20, r.l2_flush(), r.rounds(), r.replays_per_round(), r.warmup(), r.copy_gbps());
   for (const std::string& d : r.deviations()) absl::StrAppend(&out, "deviation: ", d, "\n");

@@ -107,11 +107,15 @@ absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(c
   return spans;
 }
 
-absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
-                                    SpanTimer* timer, int warmup) {
+absl::StatusOr<double> CopyMedianUs(int64_t bytes, CopyBy by, ColdL2& l2, cudaStream_t stream,
+                                    int reps, SpanTimer* timer, int warmup) {
   if (bytes <= 0 || reps <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a copy of ", bytes, " bytes timed ", reps, " times: both must be positive"));
+  }
+  if (by == CopyBy::kKernel && bytes % 16 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a copy kernel of ", bytes, " bytes: a multiple of 16 is needed"));
   }
   std::unique_ptr<SpanTimer> events;
   if (timer == nullptr) {
@@ -133,7 +137,12 @@ absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stre
   for (int i = 0; i < warmup + reps && status.ok(); ++i) {
     absl::StatusOr<GpuSpan> span = timer->Time(
         [&](cudaStream_t s) -> absl::Status {
-          CAKE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+          if (by == CopyBy::kKernel) {
+            CAKE_CUDA_RETURN_IF_ERROR(LaunchCopyKernel(dst, src, bytes, s));
+          } else {
+            CAKE_CUDA_RETURN_IF_ERROR(
+                cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+          }
           return absl::OkStatus();
         },
         l2, stream);
@@ -148,7 +157,8 @@ absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stre
 
 absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps,
                                      SpanTimer* timer, int warmup) {
-  CAKE_ASSIGN_OR_RETURN(const double us, CopyMedianUs(bytes, l2, stream, reps, timer, warmup));
+  CAKE_ASSIGN_OR_RETURN(const double us,
+                        CopyMedianUs(bytes, CopyBy::kMemcpy, l2, stream, reps, timer, warmup));
   return 2.0 * static_cast<double>(bytes) / (us * 1e-6);
 }
 

@@ -69,13 +69,17 @@ absl::StatusOr<std::vector<double>> TimeSpans(const std::function<absl::Status(c
 
 double Median(std::vector<double> v);
 
-// The median span, in microseconds, of a device-to-device cudaMemcpyAsync
-// of `bytes` (read, and as many written): `reps` spans of `timer` (CUDA
-// events when null) after `warmup`, L2 flushed before each.
-absl::StatusOr<double> CopyMedianUs(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20,
-                                    SpanTimer* timer = nullptr, int warmup = 3);
+// How a device-to-device copy is made: cudaMemcpyAsync, or the SMs' copy
+// kernel (LaunchCopyKernel; `bytes` a multiple of 16).
+enum class CopyBy { kMemcpy, kKernel };
 
-// Bytes read plus bytes written per second of that copy.
+// The median span, in microseconds, of a device-to-device copy of `bytes`
+// (read, and as many written): `reps` spans of `timer` (CUDA events when
+// null) after `warmup`, L2 flushed before each.
+absl::StatusOr<double> CopyMedianUs(int64_t bytes, CopyBy by, ColdL2& l2, cudaStream_t stream,
+                                    int reps = 20, SpanTimer* timer = nullptr, int warmup = 3);
+
+// Bytes read plus bytes written per second of a cudaMemcpyAsync copy.
 absl::StatusOr<double> CopyBandwidth(int64_t bytes, ColdL2& l2, cudaStream_t stream, int reps = 20,
                                      SpanTimer* timer = nullptr, int warmup = 3);
 

@@ -1,5 +1,5 @@
 // The L2 scrub of the benchmark's flush (bench/l2_flush.h): what it leaves
-// written and what it refuses. That it evicts lines kept with the evict-last policy is
+// written and what it refuses; the copy kernel likewise. That it evicts lines kept with the evict-last policy is
 // measured with ncu on the GPU machine (bench/results), not here.
 #include "bench/l2_flush.h"
 
@@ -53,6 +53,37 @@ TEST_F(L2ScrubGpuTest, ScrubThenFillWritesTheBufferOnly) {
     EXPECT_EQ(guard, 0) << "after the fill, " << std::hex << value;
   }
   CUDA_OK(cudaFree(d));
+}
+
+class CopyKernelGpuTest : public testing::GpuTest {};
+
+// The same-bytes copy of the benchmark (BenchRow.same_bytes_copy_us): every
+// byte of a size that leaves the last CTA partial, nothing past it; sizes
+// and addresses off 16 bytes refused.
+TEST_F(CopyKernelGpuTest, CopiesTheBytesOnly) {
+  constexpr int64_t kBytes = (int64_t{3} << 20) + 48;
+  constexpr int64_t kGuard = 4096;
+  unsigned char *src = nullptr, *dst = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&src), kBytes));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dst), kBytes + kGuard));
+  std::vector<unsigned char> h(kBytes + kGuard);
+  for (int64_t i = 0; i < kBytes; ++i) h[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  CUDA_OK(cudaMemcpy(src, h.data(), kBytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dst, 0x11, kBytes + kGuard));
+  CUDA_OK(LaunchCopyKernel(dst, src, kBytes, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<unsigned char> out(kBytes + kGuard);
+  CUDA_OK(cudaMemcpy(out.data(), dst, out.size(), cudaMemcpyDeviceToHost));
+  int64_t wrong = 0, guard = 0;
+  for (int64_t i = 0; i < kBytes; ++i) wrong += out[i] != h[i];
+  for (int64_t i = kBytes; i < kBytes + kGuard; ++i) guard += out[i] != 0x11;
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(guard, 0);
+  EXPECT_EQ(LaunchCopyKernel(dst, src, kBytes - 8, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchCopyKernel(dst + 8, src, 1024, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(LaunchCopyKernel(dst, src, 0, nullptr), cudaErrorInvalidValue);
+  CUDA_OK(cudaFree(src));
+  CUDA_OK(cudaFree(dst));
 }
 
 }  // namespace
