@@ -18,9 +18,9 @@ For each row that misses a speedup target the table gives the fraction of copy b
 Cake would need to meet it (Cake's fraction x target / speedup): above about 1.0 a row
 needs more than the run's device-to-device copy moves. It also gives the time that would
 meet every missed target (the best peer's over the largest) and, where the suite report
-has it (`same_bytes_copy_us`), the time of a copy of the row's bytes alone at that size:
-a needed time below it asks for less than moving those bytes takes, launch and drain
-included, at few tokens most of all.
+has it (`same_bytes_copy_us`), the time of a plain copy of the row's bytes alone at that
+size (the faster of cudaMemcpyAsync and a copy kernel): a needed time below it asks for
+less than moving those bytes takes, launch and drain included.
 
   python3 bench/targets.py CAKE_BENCH.json PEERS.json [MORE.json ...] [--all] [--any-flush]
                            [--md FILE]
@@ -171,8 +171,8 @@ def summary(rows):
     if timed:
         below = [r for r in timed if r["needed_us"] < r["copy_us"]]
         out.append(f"{len(below)} of the {len(timed)} rows that miss a speedup target and have a "
-                   "same-bytes copy time would need less time than a device-to-device copy of "
-                   "their bytes alone (needed us < copy us).")
+                   "same-bytes copy time would need less time than a plain copy of their bytes "
+                   "alone (needed us < copy us).")
     return "\n".join(out)
 
 

@@ -1,6 +1,7 @@
 // The L2 scrub of the benchmark's flush (bench/l2_flush.h): what it leaves
-// written and what it refuses; the copy kernel likewise. That it evicts lines kept with the evict-last policy is
-// measured with ncu on the GPU machine (bench/results), not here.
+// written and what it refuses; the copy kernel likewise. That the scrub
+// evicts lines kept with the evict-last policy is measured with ncu on the
+// GPU machine (bench/results), not here.
 #include "bench/l2_flush.h"
 
 #include <cuda_runtime_api.h>

@@ -132,7 +132,7 @@ with tempfile.TemporaryDirectory() as tmp:
           "1 of the 3 rows would need more than the run's copy speed" in text, text)
     check("rows that would need less than a copy of their bytes",
           "1 of the 2 rows that miss a speedup target and have a same-bytes copy time would "
-          "need less time than a device-to-device copy of their bytes alone" in text, text)
+          "need less time than a plain copy of their bytes alone" in text, text)
     check("the needed and the copy's time in the table", "| 15.0 | 16.0 |" in text, text)
     check("only missed rows without --all", BIG not in text, text)
     check("the reports left out are counted",
