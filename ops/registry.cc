@@ -69,6 +69,10 @@ Geometry GateForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(GateFlatRowConfig(spec.layout().dim()), spec);
 }
 
+Geometry GateForwardFlatGroups(const StepSpec& spec, const TargetDevice&) {
+  return FlatRows(FlatRowConfig(spec.layout().dim()), spec);
+}
+
 Geometry ForwardFlatWide(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(FlatWideRowConfig(spec.layout().dim()), spec);
 }
@@ -258,6 +262,12 @@ const ProgramInfo kPrograms[] = {
     {"rmsnorm_silu_gate.fwd.flat", RMSNORM_SILU_GATE, Stage::kForward, true, 8, kAnyDim, true,
      false, false, DwOutput::kNone, "", GateForwardFlat, nullptr, "", GateFlatRowConfig,
      "gated forward, one row group per CTA, z loaded with x, up to 2048 threads per SM",
+     RowKernel::kFlat},
+    {"rmsnorm_silu_gate.fwd.flat.groups", RMSNORM_SILU_GATE, Stage::kForward, true,
+     kFlatGroupDimMin, kFlatGroupDimMax, true, false, false, DwOutput::kNone, "",
+     GateForwardFlatGroups, nullptr, "", FlatRowConfig,
+     "gated fwd.flat with rows of D = 520..1024 in groups of 64 threads four to a CTA (as "
+     "fwd.flat's), 64 registers a thread, in place of one row a CTA",
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",

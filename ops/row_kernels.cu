@@ -521,8 +521,12 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64 or 96
 // (DenseFlatRowConfig): row groups of that many threads, four or two to a CTA.
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
+// The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): 64
+// registers, 1024 threads per SM; at 40 they spilled 4 bytes and ran
+// 1.02-1.05x the time of one row a CTA at D = 1024 (H200, 2026-11-30).
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : FlatGroupBlock(tpr); }
-constexpr int FlatMinBlocks(int tpr, int vpt, bool dense) {
+constexpr int FlatMinBlocks(int tpr, int vpt, bool dense, bool gate) {
+  if (gate && tpr == 64) return 1024 / FlatBlockOf(tpr);
   return (vpt == 1 || dense ? 2048 : 1536) / FlatBlockOf(tpr);
 }
 
@@ -538,7 +542,7 @@ __device__ __forceinline__ void LoadWeightL1(const void* w, int w_fp32, int64_t 
 }
 
 template <int TPR, int VPT, bool kGate, bool kDense, bool kSlots, bool kReverse>
-__global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense))
+__global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDense, kGate))
     RowForwardFlat(const RowForwardParams p) {
   LaunchDependents();
   constexpr int kRows = TPR > 0 ? FlatBlockOf(TPR) / TPR : 1;
@@ -1488,7 +1492,8 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reve
 }
 
 #define CAKE_FLAT_CONFIGS(X) X(8, 1) X(16, 1) X(16, 2) X(32, 2) X(0, 2)
-// FlatRowConfig's 64-thread row groups, without the gate (GateFlatRowConfig).
+// FlatRowConfig's 64-thread row groups: without the gate in fwd.flat, with it
+// in rmsnorm_silu_gate.fwd.flat.groups (GateFlatRowConfig has none).
 #define CAKE_FLAT_GROUP_CONFIGS(X) X(64, 2)
 // Two vectors per thread at 32 registers (kDense), without the gate; with
 // one vector the plain instances hold 2048 threads per SM already.
@@ -1520,11 +1525,11 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
     return gate ? CAKE_FLAT_OF(T, V, true, false) : CAKE_FLAT_OF(T, V, false, false); \
   }
   CAKE_FLAT_CONFIGS(CAKE_FLAT)
+  CAKE_FLAT_GROUP_CONFIGS(CAKE_FLAT)
 #undef CAKE_FLAT
   if (gate) return nullptr;
 #define CAKE_FLAT_PLAIN(T, V) \
   if (threads_per_row == T && vecs_per_thread == V) return CAKE_FLAT_OF(T, V, false, false);
-  CAKE_FLAT_GROUP_CONFIGS(CAKE_FLAT_PLAIN)
   CAKE_FLAT_WIDE_CONFIGS(CAKE_FLAT_PLAIN)
 #undef CAKE_FLAT_PLAIN
 #undef CAKE_FLAT_OF

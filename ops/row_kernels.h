@@ -219,10 +219,10 @@ struct ZeroParams {
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse = false);
 // The flat forward of a FlatRowConfig (rows of 8..32 lanes or of 64
 // threads, several to a CTA, or one row of the CTA's threads; the gated
-// instances GateFlatRowConfig's), or of a FlatWideRowConfig (CTA-wide rows of
-// 3 or 4 vectors per thread, no gated instances); dense: at 32 registers a
-// thread (2048 threads per SM) at DenseFlatRowConfig's configs
-// (RowKernel::kFlatDense, no gated instances).
+// instances GateFlatRowConfig's and the 64-thread groups), or of a
+// FlatWideRowConfig (CTA-wide rows of 3 or 4 vectors per thread, no gated
+// instances); dense: at 32 registers a thread (2048 threads per SM) at
+// DenseFlatRowConfig's configs (RowKernel::kFlatDense, no gated instances).
 const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bool slots,
                                  bool reverse = false);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op

@@ -161,6 +161,17 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     } else if (flat.threads_per_row > 32) {
       ASSERT_EQ(flat.block, flat.threads_per_row) << dim;
     }
+    // The gated groups program (rmsnorm_silu_gate.fwd.flat.groups) runs
+    // fwd.flat's 64-thread groups with the gate: instances of their own.
+    if (dim >= kFlatGroupDimMin && dim <= kFlatGroupDimMax) {
+      for (bool slots : {false, true}) {
+        for (bool reverse : {false, true}) {
+          const void* gated = RowForwardFlatKernel(flat, true, false, slots, reverse);
+          ASSERT_NE(gated, nullptr) << dim;
+          ASSERT_NE(gated, RowForwardFlatKernel(flat, false, false, slots, reverse)) << dim;
+        }
+      }
+    }
     // The gated flat forward: one row of the CTA's threads above 64 vectors.
     const RowConfig gate_flat = GateFlatRowConfig(dim);
     if (dim > 512) {

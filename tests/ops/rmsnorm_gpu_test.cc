@@ -146,6 +146,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   gate_split_2048.set_op(RMSNORM_SILU_GATE);
   StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
   residual_fwd.set_residual(true);
+  StepSpec gate_groups = RowsSpec(9, 768, true, {FORWARD});
+  gate_groups.set_op(RMSNORM_SILU_GATE);
   const struct {
     StepSpec spec;
     const char* to;
@@ -184,6 +186,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {gate, "rmsnorm_silu_gate.fwd.warp"},
       {gate, "rmsnorm_silu_gate.fwd.warp.prefetch"},
       {gate, "rmsnorm_silu_gate.fwd.cta"},
+      // Four gated 64-thread row groups a CTA, the last CTA's last three empty.
+      {gate_groups, "rmsnorm_silu_gate.fwd.flat.groups"},
   };
   for (const auto& f : forced) {
     const Plan routed = MustPlan(f.spec);
@@ -510,7 +514,8 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 // threads two to a CTA (dense, DenseFlatRowConfig); at H = 1544 and 2040
 // (table .41's dense windows) a CTA-wide row of 128 threads, 63 of its
 // second vectors empty at 1544; and the gated flat forward's one-row CTAs
-// at H = 520..1032 (GateFlatRowConfig).
+// at H = 520..1032 (GateFlatRowConfig), its 64-thread groups in
+// rmsnorm_silu_gate.fwd.flat.groups and the gated warp program at D = 520..1024.
 TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
   std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536, 1544, 2040});
   specs.push_back(HeadsSpec(1031, 3, 768));
@@ -525,6 +530,20 @@ TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
     gated.back().set_op(RMSNORM_SILU_GATE);
   }
   ExpectForcedForwardWithinBudget(gated, "rmsnorm_silu_gate.fwd.flat");
+  // The gated program of the 64-thread groups (D = 520..1024): partial last
+  // CTAs, a view, an FP32 weight, the weight through L1 above 2^26 elements.
+  gated.pop_back();
+  gated.push_back(RowsSpec(7, 520, true));
+  gated.back().set_op(RMSNORM_SILU_GATE);
+  gated.back().set_weight_dtype(FP32);
+  gated.push_back(HeadsSpec(1031, 3, 640));
+  gated.back().set_op(RMSNORM_SILU_GATE);
+  gated.push_back(RowsSpec(129056, 520, true));  // 2^26 + 256 elements: no slots
+  gated.back().set_op(RMSNORM_SILU_GATE);
+  ExpectForcedForwardWithinBudget(gated, "rmsnorm_silu_gate.fwd.flat.groups");
+  // Table .42 routes the gated warp program there too (32 lanes of four
+  // vector slots; the recompute walks the rows from the last).
+  ExpectForcedForwardWithinBudget(gated, "rmsnorm_silu_gate.fwd.warp");
 }
 
 // The wide flat forward: both instances (3 vectors per thread at H = 6144,

@@ -769,6 +769,31 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   StepSpec gate = HeadsSpec(16384, 48, 128);
   gate.set_op(RMSNORM_SILU_GATE);
   EXPECT_EQ(forward(gate), "rmsnorm_silu_gate.fwd.flat");
+  // Table .42: the gated forward at D = 520..768, where fwd.flat holds one
+  // row a CTA: warp from 131072 rows (and at D = 520 from 8192), the
+  // 64-thread groups from 16384 rows at 576..640 and 65536 at 648..768.
+  struct GateForward {
+    int64_t rows, dim;
+    const char* program;
+  } gate_forwards[] = {
+      {8191, 520, "rmsnorm_silu_gate.fwd.flat"},
+      {8192, 520, "rmsnorm_silu_gate.fwd.warp"},
+      {65536, 528, "rmsnorm_silu_gate.fwd.flat"},
+      {131072, 528, "rmsnorm_silu_gate.fwd.warp"},
+      {16383, 576, "rmsnorm_silu_gate.fwd.flat"},
+      {16384, 576, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {131071, 640, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {131072, 640, "rmsnorm_silu_gate.fwd.warp"},
+      {65535, 648, "rmsnorm_silu_gate.fwd.flat"},
+      {65536, 648, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {131072, 768, "rmsnorm_silu_gate.fwd.warp"},
+      {131072, 776, "rmsnorm_silu_gate.fwd.flat"},
+  };
+  for (const GateForward& g : gate_forwards) {
+    StepSpec spec = RowsSpec(g.rows, g.dim);
+    spec.set_op(RMSNORM_SILU_GATE);
+    EXPECT_EQ(forward(spec), g.program) << g.rows << " x " << g.dim;
+  }
   EXPECT_EQ(RoutingTableFor("sm_42").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(RoutingTableFor("sm_42").status().message()),
               HasSubstr("arch = \"sm_42\": no routing table"));
