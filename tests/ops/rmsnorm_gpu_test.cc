@@ -757,6 +757,8 @@ TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
   specs.back().set_op(RMSNORM_SILU_GATE);
   specs.push_back(RowsSpec(4099, 2048, true));
   specs.back().set_op(RMSNORM_SILU_GATE);
+  specs.push_back(RowsSpec(16411, 768, true));  // gated 64-thread groups, 24 MiB of x
+  specs.back().set_op(RMSNORM_SILU_GATE);
   std::set<std::string> ran, reversed;
   for (const ProgramInfo& program : Programs()) {
     if (program.stage != Stage::kForward) continue;
