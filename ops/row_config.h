@@ -210,7 +210,9 @@ constexpr RowConfig DenseFlatRowConfig(int64_t dim) {
 // of the CTA's threads where those are row groups wider than a warp. Its
 // 64-thread row groups at 40 registers (4 bytes of spill) ran 1.02-1.05x the
 // time of one row a CTA at D = 1024, 0.95-1.02x at 768 and 0.84-1.04x at 520
-// from 1024 rows (H200, 2026-11-30).
+// from 1024 rows (H200, 2026-11-30). At 64 registers they are a program of
+// their own (rmsnorm_silu_gate.fwd.flat.groups, FlatRowConfig), routed where
+// they won (table .42).
 constexpr RowConfig GateFlatRowConfig(int64_t dim) {
   const RowConfig c = FlatRowConfig(dim);
   return c.threads_per_row > 32 && c.threads_per_row < c.block ? FlatCtaRowConfig(dim, 2) : c;
