@@ -251,8 +251,8 @@ absl::StatusOr<BenchReport> RunBench(const std::vector<BenchCase>& cases,
     report.set_replays_per_round(options.replays_per_round);
     report.set_deterministic(cases.empty() || cases[0].spec.deterministic());
     // The speed of light: a device-to-device copy, timed like the cases.
-    CAKE_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(options.copy_bytes, l2, stream, kCopyReps,
-                                                           timer.get(), options.warmup));
+    CAKE_ASSIGN_OR_RETURN(const double copy, CopyBandwidth(options.copy_bytes, l2, stream,
+                                                           kCopyReps, timer.get(), options.warmup));
     report.set_copy_bytes(options.copy_bytes);
     report.set_copy_gbps(copy / 1e9);
     ReadMachine(report.mutable_machine());  // clocks just after the copies

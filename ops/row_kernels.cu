@@ -521,9 +521,10 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64 or 96
 // (DenseFlatRowConfig): row groups of that many threads, four or two to a CTA.
 // kDense (the fwd.flat.dense program): 32 registers with two vectors too.
-// The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): 64
-// registers, 1024 threads per SM; at 40 they spilled 4 bytes and ran
-// 1.02-1.05x the time of one row a CTA at D = 1024 (H200, 2026-11-30).
+// The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): up to 64
+// registers (four CTAs an SM; 48 with the weight's slots, five); at 40 they
+// spilled 4 bytes and ran 1.02-1.05x the time of one row a CTA at D = 1024
+// (H200, 2026-11-30).
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : FlatGroupBlock(tpr); }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense, bool gate) {
   if (gate && tpr == 64) return 1024 / FlatBlockOf(tpr);
