@@ -770,18 +770,18 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   gate.set_op(RMSNORM_SILU_GATE);
   EXPECT_EQ(forward(gate), "rmsnorm_silu_gate.fwd.flat");
   // Table .42: the gated forward at D = 520..768, where fwd.flat holds one
-  // row a CTA: warp from 131072 rows (and at D = 520 from 8192), the
-  // 64-thread groups from 16384 rows at 576..640 and 65536 at 648..768.
+  // row a CTA: warp from 131072 rows (and at D = 520..536 from 8192), the
+  // 64-thread groups from 16384 rows at 544..640 and 65536 at 648..768.
   struct GateForward {
     int64_t rows, dim;
     const char* program;
   } gate_forwards[] = {
       {8191, 520, "rmsnorm_silu_gate.fwd.flat"},
       {8192, 520, "rmsnorm_silu_gate.fwd.warp"},
-      {65536, 528, "rmsnorm_silu_gate.fwd.flat"},
-      {131072, 528, "rmsnorm_silu_gate.fwd.warp"},
-      {16383, 576, "rmsnorm_silu_gate.fwd.flat"},
-      {16384, 576, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {65536, 536, "rmsnorm_silu_gate.fwd.warp"},
+      {16383, 544, "rmsnorm_silu_gate.fwd.flat"},
+      {16384, 544, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {131072, 552, "rmsnorm_silu_gate.fwd.warp"},
       {131071, 640, "rmsnorm_silu_gate.fwd.flat.groups"},
       {131072, 640, "rmsnorm_silu_gate.fwd.warp"},
       {65535, 648, "rmsnorm_silu_gate.fwd.flat"},
