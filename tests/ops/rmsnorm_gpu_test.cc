@@ -513,14 +513,15 @@ TEST_F(GpuTest, DenseFlatForwardWithinBudget) {
 // flat programs; at H = 1032 and 1536 one row a CTA (flat) and rows of 96
 // threads two to a CTA (dense, DenseFlatRowConfig); at H = 1544 and 2040
 // (table .41's dense windows) a CTA-wide row of 128 threads, 63 of its
-// second vectors empty at 1544; and the gated flat forward's one-row CTAs
+// second vectors empty at 1544 (with the residual and an FP32 weight, table
+// .43); and the gated flat forward's one-row CTAs
 // at H = 520..1032 (GateFlatRowConfig), its 64-thread groups in
 // rmsnorm_silu_gate.fwd.flat.groups and the gated warp program at D = 520..1024.
 TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
   std::vector<StepSpec> specs = PackedRowsAtFewAndMany({520, 768, 1024, 1032, 1536, 1544, 2040});
   specs.push_back(HeadsSpec(1031, 3, 768));
   specs.push_back(HeadsSpec(257, 5, 1024, 8 * 1024, 1024));
-  AddResidualAndFp32Weight(specs, {520, 1536});
+  AddResidualAndFp32Weight(specs, {520, 1536, 1544});
   for (const char* program : {"rmsnorm.fwd.flat", "rmsnorm.fwd.flat.dense"}) {
     ExpectForcedForwardWithinBudget(specs, program);
   }

@@ -459,6 +459,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(16384, 2040)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16385, 1800)), "rmsnorm.fwd.flat");
   EXPECT_EQ(forward(RowsSpec(2048, 2048)), "rmsnorm.fwd.flat");
+  // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
+  StepSpec fp32_1664 = RowsSpec(8191, 1664);
+  fp32_1664.set_weight_dtype(FP32);
+  EXPECT_EQ(forward(fp32_1664), "rmsnorm.fwd.flat");
+  fp32_1664.mutable_layout()->set_tokens(8192);
+  EXPECT_EQ(forward(fp32_1664), "rmsnorm.fwd.flat.dense");
+  fp32_1664.mutable_layout()->set_dim(1800);
+  EXPECT_EQ(forward(fp32_1664), "rmsnorm.fwd.flat");
   for (bool fp32 : {false, true}) {
     StepSpec other = RowsSpec(2048, 1664);
     if (fp32) {
