@@ -237,13 +237,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(gate_512), "rmsnorm_silu_gate.bwd.det.partials");
     // Table .39: the gated split at D = 1032..8192 up to 1024-4096 rows by
     // width; table .41: to 3072 rows at D = 1032..1152, 4096 at 1160..1408,
-    // 5120 at 1416..1536 and 32768 at 4104..5120.
+    // 5120 at 1416..1536; table .44: to 5120 at 5128..6144, and at every row
+    // from 1025 at 4104..5120 (below).
     struct GateEdge {
       int64_t dim, last_split_rows;
     } gate_edges[] = {{1032, 3072}, {1152, 3072}, {1160, 4096}, {1408, 4096}, {1416, 5120},
                       {1536, 5120}, {1544, 1024}, {2048, 1024}, {3064, 1024}, {3072, 2048},
-                      {3080, 1024}, {4096, 1024}, {4104, 32768}, {5112, 32768}, {5120, 32768},
-                      {5128, 4096}, {6144, 4096}, {6152, 2048}, {8192, 2048}};
+                      {3080, 1024}, {4096, 1024}, {5128, 5120}, {6144, 5120}, {6152, 2048},
+                      {8192, 2048}};
     for (const GateEdge& e : gate_edges) {
       StepSpec gate_wide = RowsSpec(1, e.dim, det);
       gate_wide.set_op(RMSNORM_SILU_GATE);
@@ -253,6 +254,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                 det || e.last_split_rows < 16384 ? "rmsnorm_silu_gate.bwd.det.partials"
                                                  : "rmsnorm_silu_gate.bwd.kb")
           << e.dim;
+    }
+    for (int64_t dim : {4104, 5120}) {
+      StepSpec gate_wide = RowsSpec(1, dim, det);
+      gate_wide.set_op(RMSNORM_SILU_GATE);
+      for (int64_t rows : {1, 1024, 1025, 32769, 262144}) {
+        EXPECT_EQ(backward_at(gate_wide, rows), "rmsnorm_silu_gate.bwd.split")
+            << dim << " " << rows;
+      }
     }
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
               det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
