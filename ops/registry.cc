@@ -69,10 +69,6 @@ Geometry GateForwardFlat(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(GateFlatRowConfig(spec.layout().dim()), spec);
 }
 
-Geometry GateForwardFlatGroups(const StepSpec& spec, const TargetDevice&) {
-  return FlatRows(FlatRowConfig(spec.layout().dim()), spec);
-}
-
 Geometry ForwardFlatWide(const StepSpec& spec, const TargetDevice&) {
   return FlatRows(FlatWideRowConfig(spec.layout().dim()), spec);
 }
@@ -265,9 +261,9 @@ const ProgramInfo kPrograms[] = {
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.fwd.flat.groups", RMSNORM_SILU_GATE, Stage::kForward, true,
      kFlatGroupDimMin, kFlatGroupDimMax, true, false, false, DwOutput::kNone, "",
-     GateForwardFlatGroups, nullptr, "", FlatRowConfig,
+     ForwardFlat, nullptr, "", FlatRowConfig,
      "gated fwd.flat with rows of D = 520..1024 in groups of 64 threads four to a CTA (as "
-     "fwd.flat's), 64 registers a thread, in place of one row a CTA",
+     "fwd.flat's), up to 64 registers a thread, in place of one row a CTA",
      RowKernel::kFlat},
     {"rmsnorm_silu_gate.bwd.det.partials", RMSNORM_SILU_GATE, Stage::kBackward,
      true, 8, kAnyDim, true, false, false, DwOutput::kPartials, "dw.reduce",

@@ -160,8 +160,9 @@ constexpr RowConfig CtaRowConfig(int64_t dim) {
 // (2026-11-30).
 inline constexpr int kMaxFlatBlock = 1024;
 inline constexpr int64_t kFlatGroupVecsMax = 128;  // H = 1024
-// The dims of the 64-thread row groups (65..128 vectors).
-inline constexpr int64_t kFlatGroupDimMin = 520;
+// The dims of the 64-thread row groups: past a warp row's 64 vectors, up to
+// kFlatGroupVecsMax.
+inline constexpr int64_t kFlatGroupDimMin = (64 + 1) * kVecElems;
 inline constexpr int64_t kFlatGroupDimMax = kFlatGroupVecsMax * kVecElems;
 // In the dense flat forward (DenseFlatRowConfig), rows of 129..192 vectors
 // (H = 1032..1536): rows of 96 threads two to a 192-thread CTA.
