@@ -545,6 +545,10 @@ TEST_F(GpuTest, FlatForwardRowGroupsWithinBudget) {
   // Table .42 routes the gated warp program there too (32 lanes of four
   // vector slots; the recompute walks the rows from the last).
   ExpectForcedForwardWithinBudget(gated, "rmsnorm_silu_gate.fwd.warp");
+  // Table .45 routes the plain warp program at H = 584..632 from 32768 rows
+  // (32 lanes of four vector slots: the third filled on 9-15 lanes, the
+  // fourth on none).
+  ExpectForcedForwardWithinBudget(PackedRowsAtFewAndMany({584, 608, 632}), "rmsnorm.fwd.warp");
 }
 
 // The wide flat forward: both instances (3 vectors per thread at H = 6144,

@@ -489,6 +489,35 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     other.mutable_layout()->set_tokens(1584);
     EXPECT_EQ(forward(other), "rmsnorm.fwd.flat") << fp32;
   }
+  // Table .45: dense with the fused residual at H = 1544..2040 for
+  // 3584..6144 rows (either weight); the warp program at H = 584..632 from
+  // 32768 rows, 640 from 65536.
+  for (int64_t dim : {1544, 2040}) {
+    for (bool fp32 : {false, true}) {
+      StepSpec residual = RowsSpec(3583, dim);
+      residual.set_residual(true);
+      if (fp32) residual.set_weight_dtype(FP32);
+      EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat") << dim << " " << fp32;
+      residual.mutable_layout()->set_tokens(3584);
+      EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat.dense") << dim << " " << fp32;
+      residual.mutable_layout()->set_tokens(6144);
+      EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat.dense") << dim << " " << fp32;
+      residual.mutable_layout()->set_tokens(6145);
+      EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat") << dim << " " << fp32;
+    }
+  }
+  StepSpec residual_2048 = RowsSpec(4096, 2048);
+  residual_2048.set_residual(true);
+  EXPECT_EQ(forward(residual_2048), "rmsnorm.fwd.flat") << "H = 2048 has windows of its own";
+  for (int64_t dim : {584, 608, 632}) {
+    EXPECT_EQ(forward(RowsSpec(32767, dim)), "rmsnorm.fwd.flat.dense") << dim;
+    EXPECT_EQ(forward(RowsSpec(32768, dim)), "rmsnorm.fwd.warp") << dim;
+  }
+  EXPECT_EQ(forward(RowsSpec(32768, 640)), "rmsnorm.fwd.flat.dense");
+  EXPECT_EQ(forward(RowsSpec(65535, 640)), "rmsnorm.fwd.flat.dense");
+  StepSpec residual_608 = RowsSpec(32768, 608);
+  residual_608.set_residual(true);
+  EXPECT_EQ(forward(residual_608), "rmsnorm.fwd.flat") << "no warp window with the residual";
   StepSpec fp32_1280 = RowsSpec(65536, 1280);
   fp32_1280.set_weight_dtype(FP32);
   EXPECT_EQ(forward(fp32_1280), "rmsnorm.fwd.flat");
