@@ -508,7 +508,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   StepSpec residual_2048 = RowsSpec(4096, 2048);
   residual_2048.set_residual(true);
-  EXPECT_EQ(forward(residual_2048), "rmsnorm.fwd.flat") << "H = 2048 has windows of its own";
+  EXPECT_EQ(forward(residual_2048), "rmsnorm.fwd.flat") << "H = 2048 is past the window";
   for (int64_t dim : {584, 608, 632}) {
     EXPECT_EQ(forward(RowsSpec(32767, dim)), "rmsnorm.fwd.flat.dense") << dim;
     EXPECT_EQ(forward(RowsSpec(32768, dim)), "rmsnorm.fwd.warp") << dim;
