@@ -109,6 +109,30 @@ absl::Status CheckLaunchShape(const Plan& plan, const ProgramInfo& program, cons
   return absl::OkStatus();
 }
 
+// dw.reduce's CTA: C columns by kDwReduceLanes lanes, 1 <= C <= 32 (a plan
+// saved by another version may hold another C than DwReduceColumns; the
+// kernel sums the same for any), and the one-dimensional grid of C-column
+// CTAs that covers dim, so that no column of dw is left unwritten.
+absl::Status CheckReduceShape(const Plan& plan, const Launch& launch) {
+  const int64_t dim = plan.spec().layout().dim();
+  const uint32_t columns = launch.block().x();
+  if (columns < 1 || columns > static_cast<uint32_t>(kDwReduceMaxColumns) ||
+      launch.block().y() != static_cast<uint32_t>(kDwReduceLanes) || launch.block().z() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].block = (", columns, ", ", launch.block().y(), ", ",
+        launch.block().z(), "): dw.reduce runs blocks of 1 to ", kDwReduceMaxColumns,
+        " columns by ", kDwReduceLanes, " lanes"));
+  }
+  const int64_t ctas = CeilDiv(dim, int64_t{columns});
+  if (int64_t{launch.grid().x()} != ctas || launch.grid().y() > 1 || launch.grid().z() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan launches[", launch.index(), "].grid = (", launch.grid().x(), ", ",
+        launch.grid().y(), ", ", launch.grid().z(), "): dw.reduce runs ", ctas, " CTAs of ",
+        columns, " columns for dim ", dim));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launch& launch,
                                          const StepSpec& spec) {
   const int64_t dim = spec.layout().dim();
@@ -335,6 +359,7 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       break;
     }
     case Stage::kReduce: {
+      CAKE_RETURN_IF_ERROR(CheckReduceShape(plan, launch));
       DwReduceParams p{};
       CAKE_ASSIGN_OR_RETURN(
           void* partials,

@@ -161,14 +161,15 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   return g;
 }
 
-// 32 columns x kDwReduceLanes lanes of partial rows per CTA (ops/row_kernels.h).
-// How many partial rows it reads is the backward launch's count, which the
-// planner copies into the reduce launch.
+// DwReduceColumns(dim) columns x kDwReduceLanes lanes of partial rows per
+// CTA (ops/row_kernels.h). How many partial rows it reads is the backward
+// launch's count, which the planner copies into the reduce launch.
 Geometry DwReduce(const StepSpec& spec, const TargetDevice&) {
   const RowShape s = RowShapeOf(spec);
+  const int columns = DwReduceColumns(s.dim);
   Geometry g;
-  g.grid = D3(CeilDiv(s.dim, 32));
-  g.block = D3(32, kDwReduceLanes);
+  g.grid = D3(CeilDiv(s.dim, columns));
+  g.block = D3(columns, kDwReduceLanes);
   return g;
 }
 

@@ -1429,12 +1429,15 @@ __device__ __forceinline__ void StoreDw(void* dw, int64_t c, double sum, int sto
   }
 }
 
-// T: the partial rows' element, double or float (DwReduceParams).
+// T: the partial rows' element, double or float (DwReduceParams). The CTA
+// is blockDim.x columns (DwReduceColumns, up to 32) by kDwReduceLanes lanes:
+// as many warps as columns.
 template <typename T>
 __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReduceParams p) {
   ChainedKernelPrologue();
   __shared__ double lanes[kDwReduceLanes][33];
-  const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
+  const int columns = static_cast<int>(blockDim.x);
+  const int64_t c = int64_t{blockIdx.x} * columns + threadIdx.x;
   double acc = 0.0;
   if (c < p.dim) {
     const T* partials = static_cast<const T*>(p.partials);
@@ -1443,18 +1446,20 @@ __global__ void __launch_bounds__(kDwReduceLanes * 32) DwReduce(const DwReducePa
   lanes[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   // The lane sums, pairwise in a fixed tree (lane y adds lane y + half), by
-  // warp y for column y of the CTA behind one barrier: against a barrier per
+  // warp j for column j of the CTA behind one barrier: against a barrier per
   // level of the tree, the backward at 1024 rows and gated 260x48x128 ran
   // 0.976-0.99x the time on the H200, the sums bit for bit the same
   // (2026-11-30).
   static_assert(kDwReduceLanes == 32, "a warp's shuffles sum a column's lanes");
-  double sum = lanes[threadIdx.x][threadIdx.y];
+  const int thread = static_cast<int>(threadIdx.y) * columns + static_cast<int>(threadIdx.x);
+  const int warp = thread / 32, lane = thread % 32;  // `columns` warps
+  double sum = lanes[lane][warp];
 #pragma unroll
   for (int half = kDwReduceLanes / 2; half > 0; half /= 2) {
     sum += __shfl_down_sync(0xffffffffu, sum, half);
   }
-  const int64_t column = int64_t{blockIdx.x} * 32 + threadIdx.y;
-  if (threadIdx.x == 0 && column < p.dim) StoreDw(p.dw, column, sum, p.store);
+  const int64_t column = int64_t{blockIdx.x} * columns + warp;
+  if (lane == 0 && column < p.dim) StoreDw(p.dw, column, sum, p.store);
 }
 
 __global__ void __launch_bounds__(kZeroBlock) ZeroWords(const ZeroParams p) {

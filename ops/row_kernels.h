@@ -185,6 +185,20 @@ enum DwStore : int { kDwStoreFp32 = 0, kDwStoreBf16 = 1, kDwAddFp32 = 2 };
 // y + kDwReduceLanes, ... in sequence, then the lane sums are added pairwise
 // in a fixed tree; rounded once into dw.
 inline constexpr int kDwReduceLanes = 32;
+// Columns of a dw.reduce CTA (its block is columns x kDwReduceLanes): 32, or
+// 16 where dim <= 256, which spreads those rows' partials over twice the
+// SMs (a CTA of 32 columns reads all of its columns' partials through one
+// SM's L2 port). The sums and their order stay the same, bit for bit. On the
+// H200 the backward at D <= 256 ran 0.981-1.000x the time (three runs:
+// [16384, 4, 256] contiguous 32.5 -> 31.9 us, gated 1031x48x128 22.1 ->
+// 21.9), checkpointed 0.989-1.000x; at H >= 1536 16 columns ran 0.99-1.01x,
+// so they stay 32, and 8 columns gained less (2026-12-01,
+// bench/results/2026-12-01-h200-dw-reduce.txt).
+inline constexpr int kDwReduceMaxColumns = 32;
+inline constexpr int64_t kDwReduceNarrowDimMax = 256;
+constexpr int DwReduceColumns(int64_t dim) {
+  return dim <= kDwReduceNarrowDimMax ? kDwReduceMaxColumns / 2 : kDwReduceMaxColumns;
+}
 struct DwReduceParams {
   const void* partials;  // FP64, or FP32 (DwPartialBytes; DwReduceKernel's choice)
   int64_t count;

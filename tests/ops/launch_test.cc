@@ -14,6 +14,7 @@
 #include "ops/row_kernels.h"
 #include "ops/target.h"
 #include "planner/planner.h"
+#include "tests/testing/plans.h"
 #include "tests/testing/specs.h"
 
 namespace cake {
@@ -316,6 +317,52 @@ TEST(LaunchTest, BackwardLaunchOfAnotherBlockIsRefused) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("launches[0].block.x = 128"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("rmsnorm.bwd.det.partials runs blocks of 768"));
+}
+
+// dw.reduce runs CTAs of DwReduceColumns(dim) columns: 16 up to H = 256, 32
+// past it. An edited plan's reduce launch of another column count runs if
+// its grid covers dim in such CTAs (a plan of another version); a block past
+// 32 columns or of other than 32 lanes, or a grid that leaves columns out,
+// is refused naming the field, the value and what dw.reduce runs.
+TEST(LaunchTest, DwReduceLaunchShape) {
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  for (const int64_t dim : {128, 256, 264, 1536}) {
+    absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(16384, dim, true, {BACKWARD}), h200);
+    ASSERT_TRUE(made.ok()) << made.status();
+    const Launch* reduce = testing::LaunchOf(*made, "dw.reduce");
+    ASSERT_NE(reduce, nullptr) << dim;
+    const uint32_t columns = dim <= 256 ? 16 : 32;
+    EXPECT_EQ(reduce->block().x(), columns) << dim;
+    EXPECT_EQ(reduce->block().y(), 32u) << dim;
+    EXPECT_EQ(reduce->grid().x(), static_cast<uint32_t>((dim + columns - 1) / columns)) << dim;
+  }
+  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(16384, 256, true, {BACKWARD}), h200);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  const int i = testing::LaunchOf(*made, "dw.reduce")->index();
+  auto edited = [&](uint32_t block_x, uint32_t block_y, uint32_t grid_x) {
+    Plan plan = *made;
+    plan.mutable_launches(i)->mutable_block()->set_x(block_x);
+    plan.mutable_launches(i)->mutable_block()->set_y(block_y);
+    plan.mutable_launches(i)->mutable_grid()->set_x(grid_x);
+    return MakeKernelLaunch(plan, plan.launches(i), b).status();
+  };
+  EXPECT_TRUE(edited(32, 32, 8).ok()) << edited(32, 32, 8);
+  EXPECT_TRUE(edited(8, 32, 32).ok()) << edited(8, 32, 32);
+  absl::Status s = edited(64, 32, 4);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("launches[", i, "].block = (64, 32, 1): dw.reduce runs "
+                                     "blocks of 1 to 32 columns by 32 lanes")));
+  s = edited(16, 16, 16);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("].block = (16, 16, 1)"));
+  s = edited(16, 32, 15);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("launches[", i, "].grid = (15, 1, 1): dw.reduce runs 16 "
+                                     "CTAs of 16 columns for dim 256")));
 }
 
 // A row kernel's launch shape as an edited plan might state it: dynamic

@@ -627,13 +627,17 @@ TEST_F(GpuTest, SplitBackwardWithinBudgetAndReproducible) {
 // pairwise in a fixed tree, and the sum is rounded once to FP32. The same
 // order replayed in FP64 on the host from the partial rows the backward left
 // in the workspace gives dw to the bit, at 64 partial rows (the split
-// program: 2 a lane), 256 (det.lockstep: 8 a lane) and 261 (det.partials at
-// H = 6144, FP32 partial rows: 9 on the first 5 lanes, 8 on the others).
+// program: 2 a lane), 256 (det.lockstep: 8 a lane), 261 (det.partials at
+// H = 6144, FP32 partial rows: 9 on the first 5 lanes, 8 on the others) and
+// 391 at H = 256 (det.partials, CTAs of 16 columns: DwReduceColumns). There
+// the reduce launch edited to CTAs of 32 and of 8 columns (a plan of
+// another version) writes the same dw to the bit.
 TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
   struct Case {
     int64_t tokens, dim, partials;
   };
-  for (const Case& k : {Case{4096, 2048, 64}, Case{16384, 1536, 256}, Case{16384, 6144, 261}}) {
+  for (const Case& k : {Case{4096, 2048, 64}, Case{16384, 1536, 256}, Case{16384, 6144, 261},
+                        Case{65536, 256, 391}}) {
     StepSpec spec = RowsSpec(k.tokens, k.dim, true, {FORWARD, BACKWARD});
     spec.set_dw_dtype(FP32);
     const Plan plan = MustPlan(spec);
@@ -646,6 +650,7 @@ TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
     }
     ASSERT_NE(region, nullptr) << Label(spec);
     const auto buf = MustBuffers(plan);
+    buf->Fill(5);
     RunPlan(plan, buf->b);
     const int64_t dim = k.dim, count = k.partials;
     // FP64 partial rows, or FP32 ones widened exactly (DwPartialBytes).
@@ -678,6 +683,23 @@ TEST_F(GpuTest, DwReduceSumsThePartialsInItsDocumentedOrder) {
       differ += std::memcmp(&want, &dw[c], sizeof(float)) != 0;
     }
     EXPECT_EQ(differ, 0) << Label(spec) << ": columns whose dw is not the documented sum's";
+    const int64_t zeros = std::count(dw.begin(), dw.end(), 0.f);
+    EXPECT_LT(zeros, dim / 8) << Label(spec) << ": dw of the filled inputs is mostly nonzero";
+    if (k.dim > kDwReduceNarrowDimMax) continue;
+    ASSERT_EQ(reduce->block().x(), static_cast<uint32_t>(kDwReduceMaxColumns / 2)) << Label(spec);
+    for (const uint32_t columns : {32u, 8u}) {
+      Plan edited = plan;
+      for (Launch& l : *edited.mutable_launches()) {
+        if (l.program() != "dw.reduce") continue;
+        l.mutable_block()->set_x(columns);
+        l.mutable_grid()->set_x(static_cast<uint32_t>(CeilDiv(dim, columns)));
+      }
+      ASSERT_EQ(cudaMemset(buf->b.dw, 0xff, dim * sizeof(float)), cudaSuccess);
+      RunPlan(edited, buf->b);  // the same inputs, so the same partial rows
+      const std::vector<float> dw_again = buf->Dw();
+      EXPECT_EQ(std::memcmp(dw_again.data(), dw.data(), dim * sizeof(float)), 0)
+          << Label(spec) << ": dw.reduce in CTAs of " << columns << " columns";
+    }
   }
 }
 
