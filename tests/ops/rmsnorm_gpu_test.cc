@@ -3,6 +3,7 @@
 // itself without a CUDA device.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
