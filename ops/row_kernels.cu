@@ -749,6 +749,15 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   // guards the ring), followed by the lockstep groups' fold (BwdFoldBytes).
   extern __shared__ float smem[];
   __shared__ float scratch[2][kDepth * kBlock / 32];
+  // Where each step's rows are loaded into registers after the step before
+  // was reduced (the ungated warp rows), a thread keeps its rows' offsets
+  // here from their loads to their stores, where it had computed them
+  // twice: on the strided views RowOffset divides by heads, and their
+  // backward ran 0.98-0.99x the time on the H200 up to 16384 tokens
+  // ([16384, 24, 256] 157.9 -> 155.3 us; packed, the same rows take 152.9)
+  // but 1.005x at 65536 (595.2 -> 598.2); the other rows level (2026-12-01).
+  constexpr bool kOffsetsKept = kStages == 0 && kFirstStepAhead && !kPrefetch;
+  __shared__ int64_t kept_offsets[kOffsetsKept ? kDepth : 1][kOffsetsKept ? kBlock : 1];
   SumScratch sums{&scratch[0][0], kDepth * kBlock / 32};
   const int tpr = TPR > 0 ? TPR : static_cast<int>(blockDim.x);
   // The CTA's threads: a constant where TPR > 0, so that ring slots are
@@ -757,6 +766,13 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
   if constexpr (kLockstep) sums.first = group * (TPR / 32);
+  // Row r's offset. The fused residual needs plain rows (StepSpec), one
+  // stride apart, so its dh_in instances multiply: with RowOffset's division
+  // by heads compiled in (32-bit), [16384, 2048] ran 1.03x the time on the
+  // H200, spilling 68 bytes where it had spilled 60.
+  auto row_offset = [&](int64_t r) {
+    return kDhIn ? r * p.layout.row_stride : RowOffset(p.layout, r);
+  };
   const int64_t dim = p.layout.dim;
   const int vecs = static_cast<int>(dim / kVecElems);  // dim <= kMaxDim
   const float inv_dim = 1.0f / static_cast<float>(dim);
@@ -792,7 +808,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int d = 0; d < kDepth; ++d) {
         const Row row = copy.at + (kLockstep ? group : 0) + d * kRows;
         if (kPartialSteps && row >= copy.end) continue;
-        const int64_t off = RowOffset(p.layout, row);
+        const int64_t off = row_offset(row);
         const void* const src[3] = {p.x, p.dy, p.z};
 #pragma unroll
         for (int t = 0; t < kTensors; ++t) {
@@ -867,7 +883,8 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       for (int d = 0; d < kDepth; ++d) {
         const Row row = pos.at + group + d * kRows;
         const bool active = row < pos.end;
-        const int64_t off = active ? RowOffset(p.layout, row) : 0;
+        const int64_t off = active ? row_offset(row) : 0;
+        if constexpr (kOffsetsKept) kept_offsets[d][threadIdx.x] = off;
         LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, xs[d]);
         LoadRow<VPT, false, true>(p.dy, off, active, lane, tpr, vecs, dys[d]);
         LoadRow<VPT, false, true>(gate ? p.z : p.x, off, gate && active, lane, tpr, vecs, zs[d]);
@@ -931,7 +948,7 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
       // Row group d's row of the step and its offset (0 past the unit's end).
       auto row_of = [&](int d) { return base + group + d * kRows; };
       auto offset_of = [&](int d) {
-        return row_of(d) < end ? RowOffset(p.layout, row_of(d)) : int64_t{0};
+        return row_of(d) < end ? row_offset(row_of(d)) : int64_t{0};
       };
       // The ring's row groups of a step share one row-sum barrier (and the
       // pass over a vector); the warp rows' sums need none, and their passes
@@ -949,7 +966,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
         // recomputing it costs).
         int64_t off[kJoint];
 #pragma unroll
-        for (int e = 0; e < kJoint; ++e) off[e] = offset_of(d0 + e);
+        for (int e = 0; e < kJoint; ++e) {
+          off[e] = kOffsetsKept ? kept_offsets[d0 + e][threadIdx.x] : offset_of(d0 + e);
+        }
         float dot[kJoint];
         float sg[kJoint][VPT][8];
         // The lockstep groups of 64 and 128 threads read their ring row's

@@ -648,5 +648,46 @@ TEST(RowLayoutTest, HeadsQuotientIsExactDivision) {
   EXPECT_EQ(MakeRowLayout(1000, max_rows + 1, 256, 0, 256).heads_mul, 0u);
 }
 
+// RowOffset against token * token_stride + head * head_stride with a plain
+// division, on strided views (its 32-bit token and head), with strides past
+// 2^16 and 2^20 whose offsets pass 2^32, negated (ReverseRows), and past 2^31
+// rows (its division). Every offset here is below 2^53 in magnitude.
+TEST(RowLayoutTest, RowOffsetIsTokenAndHeadStrides) {
+  struct Case {
+    int64_t rows, heads, dim, token_stride, head_stride;
+  };
+  const int64_t max_rows = int64_t{1} << 31;
+  const std::vector<Case> cases = {
+      {max_rows, 24, 256, 32 * 256, 256},           // q heads in a packed QKV row
+      {max_rows, 3, 8, 40, 16},                     // gaps between heads
+      {max_rows, 48, 128, 50 * 128, 128},
+      {max_rows, 1000, 64, 1000 * 72 + 8, 72},
+      {max_rows - 7, 7, 1024, (int64_t{1} << 24) + 8, (int64_t{1} << 21) + 8},  // past 2^32
+      {max_rows, 65535, 16, 65535 * 16 + 64, 16},
+      {max_rows + 48, 24, 256, 32 * 256, 256},      // past 2^31 rows: divides
+  };
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift64
+  for (const Case& c : cases) {
+    for (const bool reversed : {false, true}) {
+      RowForwardParams p{};
+      p.layout = MakeRowLayout(c.rows, c.heads, c.dim, c.token_stride, c.head_stride);
+      ASSERT_EQ(p.layout.row_stride, 0) << c.heads;  // strided: RowOffset's own path
+      EXPECT_EQ(p.layout.heads_mul != 0, c.rows <= max_rows) << c.rows;
+      if (reversed) ReverseRows(p);
+      const RowLayout& l = p.layout;
+      std::vector<int64_t> rows = {0, 1, c.heads - 1, c.heads, c.rows - 1, c.rows - c.heads};
+      for (int k = 0; k < 4000; ++k) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        rows.push_back(static_cast<int64_t>(state % static_cast<uint64_t>(c.rows)));
+      }
+      for (int64_t r : rows) {
+        const int64_t want = r / c.heads * l.token_stride + r % c.heads * l.head_stride;
+        ASSERT_EQ(RowOffset(l, r), want)
+            << "heads " << c.heads << " row " << r << (reversed ? " reversed" : "");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cake
