@@ -322,6 +322,13 @@ absl::StatusOr<KernelLaunch> MakeKernelLaunch(const Plan& plan, const Launch& la
       CAKE_ASSIGN_OR_RETURN(k.function, RowKernelFor(*program, launch, spec));
       RowBackwardParams p{};
       p.layout = LayoutOf(spec);
+      // The dh_in instances take row r at r * row_stride (RowBackward): the
+      // fused residual's rows are plain ones (validate.cc refuses heads > 1).
+      if (spec.residual_grad_in() && p.layout.row_stride == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan spec.residual_grad_in = true with layout.heads = ",
+                         spec.layout().heads(), ": the fused residual needs plain rows"));
+      }
       p.x = spec.residual() ? b.h : b.x;
       p.z = gate ? b.z : nullptr;
       p.dy = b.dy;

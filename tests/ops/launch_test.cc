@@ -300,6 +300,29 @@ TEST(LaunchTest, ReversedLayoutMapsRowRToTheLastRowsFirst) {
   }
 }
 
+// The fused residual's dh_in instances take plain rows only: a plan whose
+// spec was edited to per-head rows of the same count is refused, naming the
+// field and the value, where the kernel would read every row at offset 0.
+TEST(LaunchTest, ResidualBackwardOfPerHeadRowsIsRefused) {
+  StepSpec spec = testing::RowsSpec(16384, 2048, true, {BACKWARD});
+  spec.set_residual(true);
+  spec.set_residual_grad_in(true);
+  absl::StatusOr<Plan> made = MakePlan(spec, *TargetDevice::ForArch("sm_90a"));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Plan plan = *made;
+  Bindings b;
+  b.workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
+  Layout* layout = plan.mutable_spec()->mutable_layout();
+  layout->set_tokens(8192);
+  layout->set_heads(2);
+  layout->set_head_stride(2048);
+  layout->set_token_stride(2 * 2048 + 8);
+  const absl::Status s = MakeKernelLaunch(plan, plan.launches(0), b).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("spec.residual_grad_in = true with layout.heads = 2"));
+}
+
 // A backward launch whose block is not its program's CTA (a plan saved when
 // the H = 2048 backward ran one 128-thread row group per CTA; it now holds
 // six, BwdBlockOf) is refused naming the field and both sizes.
