@@ -766,8 +766,9 @@ __global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwar
   const int lane = threadIdx.x % tpr;
   const int group = threadIdx.x / tpr;
   if constexpr (kLockstep) sums.first = group * (TPR / 32);
-  // Row r's offset. The fused residual needs plain rows (StepSpec), one
-  // stride apart, so its dh_in instances multiply: with RowOffset's division
+  // Row r's offset. The fused residual has plain rows only, one stride apart
+  // (validate.cc; MakeKernelLaunch refuses a plan with other rows), so its
+  // dh_in instances multiply: with RowOffset's division
   // by heads compiled in (32-bit), [16384, 2048] ran 1.03x the time on the
   // H200, spilling 68 bytes where it had spilled 60.
   auto row_offset = [&](int64_t r) {
