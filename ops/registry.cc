@@ -95,8 +95,9 @@ BackwardSmem BackwardSmemOf(const RowConfig& cfg, const StepSpec& spec, bool gat
 // config's (BwdCappedSmemBytes).
 int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec, bool gate) {
   const BackwardSmem smem = BackwardSmemOf(cfg, spec, gate);
-  return static_cast<int32_t>(BwdCappedSmemBytes(smem.used, smem.ctas_per_sm, cfg.block,
-                                                 BwdMaxRegs(cfg.vecs_per_thread, gate)));
+  const int regs = BwdInstanceMaxRegs(cfg.threads_per_row, cfg.vecs_per_thread, gate,
+                                      spec.residual_grad_in());
+  return static_cast<int32_t>(BwdCappedSmemBytes(smem.used, smem.ctas_per_sm, cfg.block, regs));
 }
 
 // A persistent grid over the fixed row blocks of config `cfg`'s partition.

@@ -710,7 +710,8 @@ using BwdRowIndex = std::conditional_t<TPR == 128 && !kGate && !kDhIn, uint32_t,
 // suite), so they stay inline here; keep the two in step. kDhIn: an instance
 // for the ring's rows with dh_in bound (BwdDhInEarly).
 template <int TPR, int VPT, bool kGate, bool kDhIn = false>
-__global__ void __maxnreg__(BwdMaxRegs(VPT, kGate)) RowBackward(const RowBackwardParams p) {
+__global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
+    RowBackward(const RowBackwardParams p) {
   LaunchDependents();
   if (!p.inputs_before_wait) WaitForPrerequisites();
   // TPR > 0: BwdBlockOf, or for the det.lockstep program's widths that are

@@ -555,16 +555,19 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
 // The backward's shared memory (weight, fold or ring) fits one CTA's opt-in
 // limit, and the CTAs per SM that its grid counts as resident fit the SM's
 // shared memory together (the H200's 228 KB, 1 KB reserved per CTA), at
-// every dim, with and without z; one CTA more does not fit (threads,
-// registers or shared memory), so that an SM never holds more than the
-// grid's design (BwdCappedSmemBytes).
+// every dim, with and without z and with the fused residual's dh_in; one
+// CTA more does not fit (threads, registers or shared memory), so that an
+// SM never holds more than the grid's design (BwdCappedSmemBytes).
 TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
   const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
   constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
   for (int64_t dim = 8; dim <= kMaxDim; dim += 8) {
-    for (bool gate : {false, true}) {
+    for (int kind = 0; kind < 3; ++kind) {  // rows, gated rows, the fused residual's rows
+      const bool gate = kind == 1, dh_in = kind == 2;
       StepSpec spec = testing::RowsSpec(65536, dim, true, {BACKWARD});
       if (gate) spec.set_op(RMSNORM_SILU_GATE);
+      spec.set_residual(dh_in);
+      spec.set_residual_grad_in(dh_in);
       spec = *Canonicalize(spec);
       for (const char* id : {"det.partials", "kb", "det.lockstep"}) {
         const std::string program =
@@ -580,7 +583,8 @@ TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
             << " bytes";
         const int64_t more = ctas + 1, warps = (cfg.block + 31) / 32;
         const bool threads_full = more * cfg.block > 2048;
-        const bool regs_full = more * warps * 32 * BwdMaxRegs(cfg.vecs_per_thread, gate) > 65536;
+        const int regs = BwdInstanceMaxRegs(cfg.threads_per_row, cfg.vecs_per_thread, gate, dh_in);
+        const bool regs_full = more * warps * 32 * regs > 65536;
         const bool smem_full = more * (g.dynamic_smem_bytes + kReservedPerCta) > kSmemPerSm;
         ASSERT_TRUE(threads_full || regs_full || smem_full)
             << program << " dim " << dim << ": " << more << " CTAs of " << cfg.block
