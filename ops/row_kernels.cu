@@ -874,9 +874,11 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
     // Loads the row groups of the step at `pos` (rows past its unit's end as
     // zeros), marked evict-last (LoadEvictLast): on the H200 the D = 256 views
     // ran 0.96-0.98x the time with it at 16384+ tokens contiguous and the gated
-    // rows 0.96-0.99x, the strided views 1.005-1.009x (2026-11-30). The ring's
-    // copies keep L2's default policy: marked so, the ring instances ran
-    // 1.02-1.05x the time from 16384 rows.
+    // rows 0.96-0.99x, the strided views 1.005-1.009x (2026-11-30); measured
+    // again with the offsets kept (kOffsetsKept), plain loads ran the strided
+    // views' backward 1.02-1.04x the time (2026-12-01). The ring's copies keep
+    // L2's default policy: marked so, the ring instances ran 1.02-1.05x the
+    // time from 16384 rows.
     // Without with_rstd only the rows (a constant at each call).
     auto load_step = [&](const UnitCursorOf<Row>& pos, uint4 (&xs)[kDepth][VPT],
                          uint4 (&dys)[kDepth][VPT], uint4 (&zs)[kDepth][VPT],
