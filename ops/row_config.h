@@ -507,19 +507,23 @@ constexpr int64_t BwdBlockRows(int64_t rows, const RowConfig& c, bool gate) {
 }
 
 // How a backward block takes its rows: block b of a partition into P blocks
-// reads units b, b + P, b + 2P, ... of one step each (BwdRowsPerStep; one row
-// where rows come through the ring), so that at any time the CTAs of a wave
-// read neighbouring steps: one front through memory rather than one per CTA
-// (H200: 0.94-0.98x the time at 65536+ rows and H <= 6144, D = 256 views
-// 0.95-0.98x, gated 0.98-0.99x). Blocks stay contiguous (one unit) where a
-// row holds 16 KB or more of each tensor (H >= 8192, one row a step:
-// interleaved ran 1.05-1.06x, units of 4 rows 1.00-1.04x) and where a block
-// is not whole steps (the small-T blocks of whole row groups). Which rows a
-// block sums is a function of the shape only.
+// reads units b, b + P, b + 2P, ... of one step each (BwdRowsPerStep), so
+// that at any time the CTAs of a wave read neighbouring steps: one front
+// through memory rather than one per CTA (H200: 0.94-0.98x the time at
+// 65536+ rows and H <= 6144, D = 256 views 0.95-0.98x, gated 0.98-0.99x).
+// Blocks stay contiguous (one unit) where a step is one row of 16 KB or more
+// of each tensor (H > 8192, and H = 8192 with the gate: at H = 8192 one row
+// a step interleaved ran 1.05-1.06x, units of 4 rows 1.00-1.04x, 2026-11-29)
+// and where a block is not whole steps (the small-T blocks of whole row
+// groups). H = 8192 without the gate now takes two rows a step
+// (BwdRingPairs), and interleaved by steps its backward ran 0.92-0.95x the
+// time at 16384-131072 rows, units of 4 steps 0.96-0.98x, of 16 steps
+// 0.98-1.00x (2026-12-01). Which rows a block sums is a function of the
+// shape only.
 inline constexpr int64_t kBwdContiguousRowBytes = 16384;
 constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t dim) {
   if (step_rows <= 0 || rows_per_block % step_rows != 0) return rows_per_block;
-  return dim * 2 >= kBwdContiguousRowBytes ? rows_per_block : step_rows;
+  return dim * 2 >= kBwdContiguousRowBytes && step_rows < 2 ? rows_per_block : step_rows;
 }
 
 // The deterministic backward's row partition: a function of (rows, dim, op)

@@ -281,7 +281,8 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
 // The backward's walk of its blocks (FirstUnit, Advance over BwdUnitRows),
 // step by step as the kernel and its ring take them, and row by row: every
 // row once, each block no more than its rows_per_block, the
-// blocks interleaved by steps where a row holds under 16 KB of a tensor.
+// blocks interleaved by steps where a row holds under 16 KB of a tensor or
+// a step holds two rows (H = 8192 without the gate).
 TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
   for (int64_t rows : {1, 7, 255, 257, 1024, 12480, 46593, 131072, 786432}) {
     for (int64_t dim : {128, 256, 1536, 2048, 6144, 8192}) {
@@ -293,7 +294,7 @@ TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
         for (const DetPartition& p : {det, DetPartition{kb_rows, CeilDiv(rows, kb_rows)}}) {
           const int64_t unit = BwdUnitRows(p.rows_per_block, step, dim);
           const bool whole_steps = p.rows_per_block % step == 0;
-          if (whole_steps && dim * 2 < kBwdContiguousRowBytes) {
+          if (whole_steps && (dim * 2 < kBwdContiguousRowBytes || step >= 2)) {
             ASSERT_EQ(unit, step) << rows << " x " << dim;
           } else {
             ASSERT_EQ(unit, p.rows_per_block) << rows << " x " << dim;
@@ -323,10 +324,11 @@ TEST(RowConfigTest, BackwardBlocksWalkEveryRowOnce) {
 // The 32-bit row counters of the backward (FirstUnit, Advance over
 // uint32_t) walk a block's units as the 64-bit ones do up to kMaxRows rows:
 // the first and last blocks of partitions near 2^31 rows, unit by unit,
-// with units of a step (H = 2048, 4096) and of a whole block (H = 8192).
+// with units of a step (H = 2048, 4096, 8192) and of a whole block
+// (H = 16384).
 TEST(RowConfigTest, BackwardRowCountersIn32BitsWalkAsIn64) {
   for (int64_t rows : {kMaxRows, kMaxRows - 5, int64_t{1} << 30, int64_t{3} << 29}) {
-    for (int64_t dim : {2048, 4096, 8192}) {
+    for (int64_t dim : {2048, 4096, 8192, 16384}) {
       const RowConfig c = BackwardRowConfigOf(dim, false);
       const int64_t step = BwdRowsPerStep(c, false);
       const DetPartition p = DetPartitionOf(rows, dim, false);
