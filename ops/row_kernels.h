@@ -15,7 +15,7 @@ namespace cake {
 // (elements, 64-bit); that is r * row_stride where the rows follow each
 // other at one stride (one head, or heads back to back in a token), and
 // row_stride is 0 where they do not (MakeRowLayout). Then r / heads is a
-// multiply and a shift where r < 2^31 (heads_mul != 0, HeadsQuotient).
+// multiply and a shift where r < 2^31 (heads_mul != 0, HeadsQuotient32).
 struct RowLayout {
   int64_t rows;
   int64_t heads;
@@ -50,10 +50,6 @@ CAKE_HOST_DEVICE inline uint32_t MulHi32(uint32_t a, uint32_t b) {
 // (2r * m) >> 32 >> (k - 31) = (r * m) >> k.
 CAKE_HOST_DEVICE inline uint32_t HeadsQuotient32(const RowLayout& l, uint32_t r) {
   return MulHi32(r << 1, l.heads_mul) >> l.heads_log2;
-}
-CAKE_HOST_DEVICE inline int64_t HeadsQuotient(const RowLayout& l, int64_t r) {
-  if (l.heads_mul == 0) return r / l.heads;
-  return HeadsQuotient32(l, static_cast<uint32_t>(r));
 }
 
 // The element offset of row r.
@@ -141,7 +137,7 @@ struct RowForwardParams {
 
 // `p` walking its rows from the last: row r of the result is row
 // rows - 1 - r of `p`'s tensors (x, residual, h, z and y start at the last
-// row, the layout's strides negated; HeadsQuotient's divisor is unchanged),
+// row, the layout's strides negated; HeadsQuotient32's divisor is unchanged),
 // for the kernels' reverse instances, which write rstd in the tensors'
 // order. Packed rows, contiguous and strided views alike.
 inline void ReverseRows(RowForwardParams& p) {

@@ -644,13 +644,14 @@ TEST(RowLayoutTest, HeadsQuotientIsExactDivision) {
     }
     for (int64_t r : rows) {
       if (r < 0 || r >= max_rows) continue;
-      ASSERT_EQ(HeadsQuotient(l, r), r / heads) << "heads " << heads << " row " << r;
+      ASSERT_EQ(int64_t{HeadsQuotient32(l, static_cast<uint32_t>(r))}, r / heads)
+          << "heads " << heads << " row " << r;
     }
   }
-  // Past 2^31 rows (or heads) the layout divides.
+  // Past 2^31 rows (or heads) the layout divides (RowOffset).
   const RowLayout big = MakeRowLayout(max_rows + 1, 24, 256, 8192, 256);
   EXPECT_EQ(big.heads_mul, 0u);
-  EXPECT_EQ(HeadsQuotient(big, max_rows), max_rows / 24);
+  EXPECT_EQ(RowOffset(big, max_rows), max_rows / 24 * 8192 + max_rows % 24 * 256);
   EXPECT_EQ(MakeRowLayout(1000, max_rows + 1, 256, 0, 256).heads_mul, 0u);
 }
 
