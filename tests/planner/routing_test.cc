@@ -591,12 +591,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // with an FP32 weight, 2049..16384 rows with a BF16 one; H = 3072 at
   // 4096..12288 rows, 5120 at 2049..65536, 6144 at 2049..24576. With the
   // residual, H = 6144 takes the flat program for 16384..65536 rows.
-  for (int64_t rows : {2049, 4095, 4096, 16384, 16385, 262144}) {
+  // Table .46: H = 4096 with an FP32 weight takes the wide program from
+  // 16384 rows.
+  for (int64_t rows : {2049, 4095, 4096, 16383, 16384, 16385, 262144}) {
     StepSpec bf16 = RowsSpec(rows, 4096);
     StepSpec fp32 = bf16;
     fp32.set_weight_dtype(FP32);
     EXPECT_EQ(forward(bf16), rows <= 16384 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.loop") << rows;
-    EXPECT_EQ(forward(fp32), rows >= 4096 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat") << rows;
+    EXPECT_EQ(forward(fp32), rows >= 16384  ? "rmsnorm.fwd.flat.wide"
+                             : rows >= 4096 ? "rmsnorm.fwd.flat.dense"
+                                            : "rmsnorm.fwd.flat")
+        << rows;
     StepSpec with_residual = fp32;
     with_residual.set_residual(true);
     EXPECT_EQ(forward(with_residual), rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
