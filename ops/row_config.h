@@ -296,14 +296,16 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
   return (regs > 255 ? 255 : regs) / 8 * 8;
 }
 // The registers of a RowBackward instance: BwdMaxRegs, but 128 for the fused
-// residual's 512-thread ring rows (dh_in, H = 6560..8192), whose CTA is
-// alone on its SM. At 80 they spilled 24 bytes; at 128 (123 used, no
+// residual's 512-thread ring rows (the dh_in instance, BwdDhInEarly; H =
+// 6560..8192), whose CTA is alone on its SM. At 80 they spilled 24 bytes; at 128 (123 used, no
 // spill) [16384 | 65536, 7168] with the residual ran 0.973-0.975x the time
 // on the H200 and [16384 | 65536, 8192] 0.993-0.996x. The instance without
 // dh_in used 111 of 128 and ran level (0.994-1.005x), so it keeps 80
 // (bench/results/2026-12-01-h200-bwd-rstd-ring-regs.txt).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
-  return threads_per_row == 512 && !gate && dh_in ? 128 : BwdMaxRegs(vpt, gate);
+  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) && !gate && dh_in
+             ? 128
+             : BwdMaxRegs(vpt, gate);
 }
 // The dynamic shared memory a persistent backward CTA asks for so that no
 // more than `ctas_per_sm` of them fit on an SM: `needed`, or more where
