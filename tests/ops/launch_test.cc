@@ -159,9 +159,9 @@ TEST(LaunchTest, SplitBackwardPrefetchesAheadOnlyWhereItPays) {
   const Backward rows_2048 = backward(testing::RowsSpec(4096, 2048, true, {BACKWARD}));
   ASSERT_EQ(rows_2048.program, "rmsnorm.bwd.split");
   EXPECT_EQ(rows_2048.ahead, (int64_t{1} << 20) / (2048 * 2));
-  const Backward rows_6144 = backward(testing::RowsSpec(4096, 6144, true, {BACKWARD}));
-  ASSERT_EQ(rows_6144.program, "rmsnorm.bwd.split");
-  EXPECT_EQ(rows_6144.ahead, ((int64_t{1} << 20) + 6144 * 2 - 1) / (6144 * 2));
+  const Backward rows_3072 = backward(testing::RowsSpec(4096, 3072, true, {BACKWARD}));
+  ASSERT_EQ(rows_3072.program, "rmsnorm.bwd.split");
+  EXPECT_EQ(rows_3072.ahead, ((int64_t{1} << 20) + 3072 * 2 - 1) / (3072 * 2));
   const Backward few = backward(testing::RowsSpec(4095, 2048, true, {BACKWARD}));
   ASSERT_EQ(few.program, "rmsnorm.bwd.split");
   EXPECT_EQ(few.ahead, 0);

@@ -190,14 +190,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(2559, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
-    // Below 16384 rows det.partials from 6144 rows at H = 2048, from 12288
-    // at 3072, from 4096 at 4096, from 6144 at 4104..6552 (up to 16384 rows
-    // at 4104..6136, table .19) and from 4096 at 6560..8192 (two rows a ring
-    // step; tables .14, .15).
+    // Below 16384 rows det.partials from 6144 rows at H = 2048, from 8192
+    // at 3072 (12288 before table .47), from 4096 at 4096, from 6144 at
+    // 4104..6552 (up to 16384 rows at 4104..6136, table .19; from 2048 since
+    // table .47, below) and from 4096 at 6560..8192 (two rows a ring step;
+    // tables .14, .15; from 1024 since table .47, below).
     EXPECT_EQ(backward(RowsSpec(6143, 2048, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(12287, 3072, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(8191, 3072, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(8192, 3072, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
     // Table .20: the widths between, from 6144 rows at H = 1544..2040, from
     // 10240 at 2056..3064, from 4096 at 3280..4088 (the 256-thread lockstep
@@ -292,7 +294,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // 3280..4096 and 6560..8184, and at H = 8192 with an FP32 weight (table
     // .25: with either weight). Table .30: from 2560 rows at 6560..8184 and
     // (BF16 weight) 3456..4096; with the residual from 2048 rows at
-    // 3280..4096 and 6560..8184, from 2560 at 8192.
+    // 3280..4096 and 6560..8184, from 2560 at 8192. Table .47: from 1024 rows
+    // at 6560..8192, with or without the residual.
     auto fp32 = [](StepSpec spec) {
       spec.set_weight_dtype(FP32);
       return spec;
@@ -314,12 +317,25 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(fp32(RowsSpec(2560, dim, det))),
                 wide ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
           << dim;
-      EXPECT_EQ(backward(RowsSpec(2559, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(2559, dim, det)),
+                wide ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
+          << dim;
       for (int64_t rows : {2048, 3071, 4096}) {
         EXPECT_EQ(backward(residual(RowsSpec(rows, dim, det))), "rmsnorm.bwd.det.partials")
             << dim << " " << rows;
       }
-      EXPECT_EQ(backward(residual(RowsSpec(2047, dim, det))), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(2047, dim, det))),
+                wide ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
+          << dim;
+    }
+    for (int64_t dim : {6560, 7168, 8184, 8192}) {
+      for (bool with_residual : {false, true}) {
+        StepSpec spec = RowsSpec(1, dim, det);
+        spec.set_residual(with_residual);
+        EXPECT_EQ(backward_at(spec, 1023), "rmsnorm.bwd.split") << dim;
+        EXPECT_EQ(backward_at(spec, 1024), "rmsnorm.bwd.det.partials") << dim;
+        EXPECT_EQ(backward_at(fp32(spec), 1024), "rmsnorm.bwd.det.partials") << dim;
+      }
     }
     EXPECT_EQ(backward(RowsSpec(2560, 3448, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(2560, 3456, det)), "rmsnorm.bwd.det.partials");
@@ -330,27 +346,25 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     for (int64_t rows : {2560, 4095}) {
       EXPECT_EQ(backward(residual(RowsSpec(rows, 8192, det))), "rmsnorm.bwd.det.partials") << rows;
     }
-    // Tables .31-.32, with the residual: from 3072 rows at H = 4104..6136
-    // and 6152..6552, from 4096 at 6144 (from 6144 rows before at all three).
+    // Table .47 (tables .31-.32 had the residual from 3072 rows at H =
+    // 4104..6136 and 6152..6552, from 4096 at 6144): from 1536 rows with the
+    // residual at H = 4104..6552 and from 2048 without it.
     for (int64_t dim : {4104, 5120, 6136, 6144, 6152, 6552}) {
-      const int64_t first = dim == 6144 ? 4096 : 3072;
-      EXPECT_EQ(backward(residual(RowsSpec(first - 1, dim, det))), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(residual(RowsSpec(first, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(1535, dim, det))), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(residual(RowsSpec(1536, dim, det))), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(residual(RowsSpec(6143, dim, det))), "rmsnorm.bwd.det.partials") << dim;
-      EXPECT_EQ(backward(RowsSpec(first, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(1536, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(2047, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(2048, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(fp32(RowsSpec(2048, dim, det))), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
-    EXPECT_EQ(backward(residual(RowsSpec(2559, 8192, det))), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(fp32(RowsSpec(3071, 8192, det))), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(3071, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3200, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(8192, 3272, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(6143, 6144, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 6144, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(6143, 6552, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 6560, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(6143, 8192, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 8192, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(6143, 4104, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 4104, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(8192, 6136, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 4096, det)), "rmsnorm.bwd.det.partials");
@@ -384,8 +398,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(16384, 1528, det)), "rmsnorm.bwd.det.lockstep");
     EXPECT_EQ(backward(RowsSpec(16384, 4104, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16384, 5120, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(4096, 5120, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(2048, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(1024, 5120, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(4096, 5120, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(512, 8192, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(2048, 8192, det)), "rmsnorm.bwd.det.partials");
     const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
