@@ -745,8 +745,9 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
-  // A shape the sm_90a table gives to the kb program (FP64 atomics).
-  const Plan plan = MustPlan(RowsSpec(46593, 6144, false, {FORWARD, BACKWARD}));
+  // A shape the sm_90a table gives to the kb program (FP64 atomics; H =
+  // 6144..8192 went to det.partials in table .47).
+  const Plan plan = MustPlan(RowsSpec(23297, 12288, false, {FORWARD, BACKWARD}));
   ASSERT_EQ(plan.launches(2).program(), "rmsnorm.bwd.kb");
   const auto buf = MustBuffers(plan);
   buf->Fill(13);
@@ -757,7 +758,7 @@ TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
     RunPlan(plan, buf->b);
     worst = std::max(worst, testing::DwViolation(buf->Dw(), ref));
   }
-  std::printf("nondet dw over 20 runs [46593, 6144]: worst %.3f of budget\n", worst);
+  std::printf("nondet dw over 20 runs [23297, 12288]: worst %.3f of budget\n", worst);
   EXPECT_LE(worst, 1.0);
 }
 

@@ -174,7 +174,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // (below 16384 at H 1536..4096; below 4096-12288 at H = 2048, 3072, 4096
   // and 4104..8192) and above H = 8192 in both modes, else the
   // fused det program (and in the non-deterministic mode kb outside H
-  // 520..4096); the forward takes the
+  // 520..4096 and, since table .47, 6144..8192); the forward takes the
   // looped program from 2560 (with or without the residual), the flat
   // program up to 2048, between them flat at few rows and cta at many.
   auto backward = [&](const StepSpec& spec) {
@@ -402,9 +402,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(4096, 5120, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(512, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(2048, 8192, det)), "rmsnorm.bwd.det.partials");
-    const char* fused = det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb";
-    EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), fused);
-    EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), fused);
+    // From 16384 rows at H >= 6144: det.partials, in the non-deterministic
+    // mode too up to H = 8192 since table .47 (kb above).
+    EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(16384, 8200, det)),
+              det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
         << "split runs dims up to 8192";
     // Table .31: H = 128..256 at 16384 rows det.partials, fewer rows split
@@ -440,8 +443,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward_at(narrow, dim == 200 ? 12288 : 16384), "rmsnorm.bwd.split") << dim;
     }
   }
-  EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.kb");
+  EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.det.partials");
   EXPECT_EQ(backward(RowsSpec(65536, 6144, true)), "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(backward(RowsSpec(65536, 12288, false)), "rmsnorm.bwd.kb");
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 512)), PHASE_KIND_FORWARD)->program->id,
             "rmsnorm.fwd.flat");
   auto forward = [&](const StepSpec& spec) {
