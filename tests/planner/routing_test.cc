@@ -202,8 +202,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(8192, 3072, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
     // Table .20: the widths between, from 6144 rows at H = 1544..2040, from
-    // 10240 at 2056..3064, from 4096 at 3280..4088 (the 256-thread lockstep
-    // rows, as H = 4096); 3080..3272 stays split. Table .35: at H = 520..1024
+    // 10240 at 2056..3064 (6144 at 2312..3064 since table .47), from 4096 at
+    // 3280..4088 (the 256-thread lockstep rows, as H = 4096); 3080..3272
+    // stays split. Table .35: at H = 520..1024
     // (the split program's 64-thread rows) split again up to 16384 rows, to
     // 24576 at 520..768 without the residual.
     for (int64_t dim : {520, 768, 1024}) {
@@ -240,13 +241,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // Table .39: the gated split at D = 1032..8192 up to 1024-4096 rows by
     // width; table .41: to 3072 rows at D = 1032..1152, 4096 at 1160..1408,
     // 5120 at 1416..1536; table .44: to 5120 at 5128..6144, and at every row
-    // from 1025 at 4104..5120 (below).
+    // from 1025 at 4104..5120 (below); table .47: to 1023 at 6656..8192.
     struct GateEdge {
       int64_t dim, last_split_rows;
     } gate_edges[] = {{1032, 3072}, {1152, 3072}, {1160, 4096}, {1408, 4096}, {1416, 5120},
                       {1536, 5120}, {1544, 1024}, {2048, 1024}, {3064, 1024}, {3072, 2048},
                       {3080, 1024}, {4096, 1024}, {5128, 5120}, {6144, 5120}, {6152, 2048},
-                      {8192, 2048}};
+                      {6648, 2048}, {6656, 1023}, {8192, 1023}};
     for (const GateEdge& e : gate_edges) {
       StepSpec gate_wide = RowsSpec(1, e.dim, det);
       gate_wide.set_op(RMSNORM_SILU_GATE);
@@ -273,9 +274,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
+    // Table .47: from 6144 rows at H = 2312..3064 (10240 before).
     for (int64_t dim : {2312, 2560, 3064}) {
-      EXPECT_EQ(backward(RowsSpec(10239, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(RowsSpec(10240, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     // Table .36: from 12289 rows at H = 2056..2304 (the split program's rows
