@@ -19,6 +19,7 @@
 #include "planner/planner.h"
 #include "planner/text_proto.h"
 #include "planner/routing.h"
+#include "tests/testing/plans.h"
 #include "tests/testing/step_buffers.h"
 
 namespace cake::bench {
@@ -196,17 +197,7 @@ absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device) {
   if (c.program.empty()) return MakePlan(c.spec, device);
   CAKE_ASSIGN_OR_RETURN(const ProgramInfo* forced, ForcedProgram(c.program));
   CAKE_RETURN_IF_ERROR(CheckSupports(*forced, c.spec));
-  CAKE_ASSIGN_OR_RETURN(const RoutingTable* routed, RoutingTableFor(device.arch));
-  RoutingTable table;
-  table.set_arch(routed->arch());
-  table.set_version(absl::StrCat(routed->version(), "+", c.program));
-  Window* w = table.add_windows();
-  w->set_op(c.spec.op());
-  w->set_phase_kind(forced->stage == Stage::kForward ? PHASE_KIND_FORWARD : PHASE_KIND_BACKWARD);
-  w->set_program(c.program);
-  w->set_evidence("--program");
-  for (const Window& rest : routed->windows()) *table.add_windows() = rest;
-  return MakePlan(c.spec, device, table);
+  return testing::PlanRoutedTo(c.spec, *forced, device, "--program");
 }
 
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,

@@ -51,10 +51,22 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread.
+// vectors per thread; also the ungated rows of 4 (BwdWideRing), which the
+// lockstep groups, the row pairs and the dh_in instances leave out.
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
+// Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
+// group per SM), ungated, comes through a ring of two stages too (the weight
+// and three stages would not fit at 512 threads). Loaded into registers at
+// the start of each step, one row in flight per SM, the backward had run at
+// 0.55-0.66 of copy bandwidth from 16384 rows at H = 8704-12288; with the
+// ring it ran 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy
+// from 16384 rows), 0.73-0.80x at 1024, H = 14336 and 16384 0.84-0.92x,
+// the fused residual's [16384, 12288] 0.80x. Three stages up to 416 threads
+// ran 0.996-1.027x two's time (H200, 2026-12-01,
+// bench/results/2026-12-01-h200-bwd-wide-ring.txt).
+constexpr bool BwdWideRing(int vecs_per_thread, bool gate) { return !gate && vecs_per_thread == 4; }
 // Whether a ring row group reduces two rows per step (BwdRowsInFlight),
 // their row sums behind one barrier and their dw terms added in FP32 before
 // they enter the Kahan sums once: where one 512-thread row group fills the
@@ -356,7 +368,7 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
   return BwdRing(threads_per_row, vecs_per_thread);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
-// each with BwdRingPairs), 0 without it; 2 of one row for the 256-thread
+// each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row for the 256-thread
 // row groups (H = 3280..4096, three in lockstep) without the gate and
 // without dh_in (`dh_in`: the fused residual's incoming gradient is bound,
 // BwdDhInEarly).
@@ -369,6 +381,7 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
 // the other widths, but the fused residual's [16384 | 65536, 4096] ran 1.30x
 // (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
 constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
+  if (BwdWideRing(vecs_per_thread, gate)) return 2;
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;

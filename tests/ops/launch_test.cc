@@ -26,14 +26,14 @@ using ::testing::HasSubstr;
 // bytes that are not whole words or run past the region, and a region the
 // plan does not have, are refused naming the field, before anything runs.
 TEST(LaunchTest, MemsetLaunchIsTheZeroKernelOverItsRegion) {
-  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(65536, 12288, false),
+  absl::StatusOr<Plan> made = MakePlan(testing::RowsSpec(65536, 512, false),
                                        *TargetDevice::ForArch("sm_90a"));
   ASSERT_TRUE(made.ok()) << made.status();
   Plan plan = *made;
   ASSERT_EQ(plan.launches(2).kind(), MEMSET);
   const WorkspaceRegion& region = plan.workspace(0);
   ASSERT_EQ(region.name(), plan.launches(2).region());
-  ASSERT_EQ(region.bytes(), 12288 * 8);
+  ASSERT_EQ(region.bytes(), 512 * 8);
   Bindings b;
   char* const workspace = reinterpret_cast<char*>(uintptr_t{1} << 20);  // never dereferenced
   b.workspace = workspace;
@@ -47,13 +47,13 @@ TEST(LaunchTest, MemsetLaunchIsTheZeroKernelOverItsRegion) {
   ZeroParams p;
   std::memcpy(&p, k->params, sizeof p);
   EXPECT_EQ(reinterpret_cast<char*>(p.dst), workspace + region.offset());
-  EXPECT_EQ(p.words, 12288 * 8 / 4);
+  EXPECT_EQ(p.words, 512 * 8 / 4);
 
-  plan.mutable_launches(2)->set_memset_bytes(12288 * 8 + 4);
+  plan.mutable_launches(2)->set_memset_bytes(512 * 8 + 4);
   absl::Status s = MakeKernelLaunch(plan, plan.launches(2), b).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[2].memset_bytes = 98308"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("98304 bytes"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("launches[2].memset_bytes = 4100"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("4096 bytes"));
 
   plan.mutable_launches(2)->set_memset_bytes(6);
   s = MakeKernelLaunch(plan, plan.launches(2), b).status();
@@ -111,15 +111,15 @@ TEST(LaunchTest, BackwardPartitionOfAnEditedPlanIsRefused) {
   EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].region = \"dw_partials\""));
 
   // The non-deterministic backward adds into an FP64 accumulator of dim words.
-  made = MakePlan(testing::RowsSpec(65536, 12288, false, {BACKWARD}),
+  made = MakePlan(testing::RowsSpec(65536, 512, false, {BACKWARD}),
                   *TargetDevice::ForArch("sm_90a"));
   ASSERT_TRUE(made.ok()) << made.status();
   plan = *made;
   ASSERT_EQ(plan.launches(1).program(), "rmsnorm.bwd.kb");
-  plan.mutable_workspace(0)->set_bytes(12288 * 8 - 8);
-  EXPECT_THAT(message(plan, 1), HasSubstr("the launch adds into 98304"));
+  plan.mutable_workspace(0)->set_bytes(512 * 8 - 8);
+  EXPECT_THAT(message(plan, 1), HasSubstr("the launch adds into 4096"));
   ASSERT_EQ(plan.launches(2).program(), "dw.finish");
-  EXPECT_THAT(message(plan, 2), HasSubstr("the launch reads 98304"));
+  EXPECT_THAT(message(plan, 2), HasSubstr("the launch reads 4096"));
   plan.mutable_launches(1)->set_rows_per_block(-3);
   EXPECT_THAT(message(plan, 1), HasSubstr("launches[1].rows_per_block = -3"));
 }

@@ -190,16 +190,26 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       // Four gated 64-thread row groups a CTA, the last CTA's last three empty.
       {gate_groups, "rmsnorm_silu_gate.fwd.flat.groups"},
   };
-  for (const auto& f : forced) {
-    const Plan routed = MustPlan(f.spec);
-    const Plan plan = testing::ForceStage(routed, f.to, *TargetDevice::Current());
-    ASSERT_NE(testing::LaunchOf(plan, f.to), nullptr) << f.to;
+  auto run_forced = [&](const Plan& plan, const std::string& to) {
+    ASSERT_NE(testing::LaunchOf(plan, to), nullptr) << to;
     const auto buf = MustBuffers(plan);
     buf->Fill(7);
     RunPlan(plan, buf->b);
     const testing::Worst w = testing::CheckOutputs(plan.spec(), *buf);
-    EXPECT_TRUE(w.Within()) << f.to << ": y " << w.y << " rstd " << w.rstd;
-    ran.insert(f.to);
+    EXPECT_TRUE(w.Within()) << to << ": y " << w.y << " dx " << w.dx << " dw " << w.dw;
+    ran.insert(to);
+  };
+  for (const auto& f : forced) {
+    run_forced(testing::ForceStage(MustPlan(f.spec), f.to, *TargetDevice::Current()), f.to);
+  }
+  // kb's rows of 4 vectors through the ring (BwdWideRing), 512 threads and
+  // a run-time width of 320, in place of det.partials (routed there since
+  // table .48), with its zeroed accumulator and dw.finish.
+  for (const StepSpec& spec : {RowsSpec(5, 16384, false), RowsSpec(7, 10240, false)}) {
+    const absl::StatusOr<Plan> plan = testing::PlanRoutedTo(
+        spec, *FindProgram("rmsnorm.bwd.kb"), *TargetDevice::Current(), "a test");
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    run_forced(*plan, "rmsnorm.bwd.kb");
   }
   for (const ProgramInfo& p : Programs()) EXPECT_EQ(ran.count(std::string(p.id)), 1u) << p.id;
 }
@@ -224,6 +234,29 @@ TEST_P(RowsAccuracyTest, BothModesWithinBudget) {
 
 INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
                          ::testing::Values(64, 256, 1536, 2048, 4096, 5120, 6144, 8192, 16384));
+
+// Rows of 4 vectors a thread (H > 8192) come through the backward's ring
+// (BwdWideRing): whole warps of 264 and 320 threads and the widest of them,
+// 416 (three stages); H = 16384's 512 threads (two) are RowsAccuracyTest's.
+// One block of 7 rows, and blocks (one a CTA) of 8 rows and of 32, in both
+// modes (det.partials routed in both); an FP32 weight; the fused residual's
+// dh_in, added as dx is stored. kb's rows of 4 vectors: the 20 runs below.
+TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
+  for (int64_t dim : {8200, 10240, 13104}) {
+    for (int64_t tokens : {7, 1031, 4099}) {
+      for (bool det : {true, false}) ExpectWithinBudget(RowsSpec(tokens, dim, det), 2);
+    }
+  }
+  StepSpec fp32 = RowsSpec(1031, 12288, true);
+  fp32.set_weight_dtype(FP32);
+  ExpectWithinBudget(fp32, 2);
+  for (bool det : {true, false}) {
+    StepSpec residual = RowsSpec(1031, 12288, det);
+    residual.set_residual(true);
+    residual.set_residual_grad_in(true);
+    ExpectWithinBudget(residual, 2);
+  }
+}
 
 TEST_F(GpuTest, PerHeadViewsWithinBudget) {
   for (int64_t tokens : {4096, 65536}) {
@@ -745,21 +778,32 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
-  // A shape the sm_90a table gives to the kb program (FP64 atomics; H =
-  // 6144..8192 went to det.partials in table .47).
-  const Plan plan = MustPlan(RowsSpec(23297, 12288, false, {FORWARD, BACKWARD}));
-  ASSERT_EQ(plan.launches(2).program(), "rmsnorm.bwd.kb");
-  const auto buf = MustBuffers(plan);
-  buf->Fill(13);
-  std::vector<double> ref;
-  testing::CheckRows(buf->Inputs(), testing::RefOutputs{}, &ref);
-  double worst = 0;
-  for (int i = 0; i < 20; ++i) {
-    RunPlan(plan, buf->b);
-    worst = std::max(worst, testing::DwViolation(buf->Dw(), ref));
+  // The kb program (FP64 atomics): routed at [65537, 512] (the sm_90a
+  // table keeps it at H <= 512 from 16385 rows since table .48), and in
+  // place of det.partials at [23297, 12288], a CTA-wide row of 4 vectors a
+  // thread whose atomics come from every CTA.
+  const TargetDevice& device = *TargetDevice::Current();
+  const Plan narrow = MustPlan(RowsSpec(65537, 512, false, {FORWARD, BACKWARD}));
+  ASSERT_EQ(narrow.launches(2).program(), "rmsnorm.bwd.kb");
+  const absl::StatusOr<Plan> wide = testing::PlanRoutedTo(
+      RowsSpec(23297, 12288, false, {FORWARD, BACKWARD}), *FindProgram("rmsnorm.bwd.kb"), device,
+      "a test");
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  ASSERT_EQ(wide->launches(2).program(), "rmsnorm.bwd.kb");
+  for (const Plan* plan : {&narrow, &*wide}) {
+    const auto buf = MustBuffers(*plan);
+    buf->Fill(13);
+    std::vector<double> ref;
+    testing::CheckRows(buf->Inputs(), testing::RefOutputs{}, &ref);
+    double worst = 0;
+    for (int i = 0; i < 20; ++i) {
+      RunPlan(*plan, buf->b);
+      worst = std::max(worst, testing::DwViolation(buf->Dw(), ref));
+    }
+    std::printf("nondet dw over 20 runs %s: worst %.3f of budget\n", Label(plan->spec()).c_str(),
+                worst);
+    EXPECT_LE(worst, 1.0) << Label(plan->spec());
   }
-  std::printf("nondet dw over 20 runs [23297, 12288]: worst %.3f of budget\n", worst);
-  EXPECT_LE(worst, 1.0);
 }
 
 // --- forward -----------------------------------------------------------------------

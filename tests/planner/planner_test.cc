@@ -91,21 +91,21 @@ TEST(PlannerTest, PartialRowsAreFp32AboveH4096WithoutTheGate) {
 
 TEST(PlannerTest, NondeterministicSumsIntoZeroedFp64AccumulatorThenFinishes) {
   for (DType dw : {FP32, BF16}) {
-    StepSpec spec = RowsSpec(65536, 12288, false);
+    StepSpec spec = RowsSpec(65536, 512, false);
     spec.set_dw_dtype(dw);
     const Plan plan = MustPlan(spec);
     EXPECT_THAT(Programs(plan),
-                ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.loop", "memset",
+                ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat", "memset",
                             "rmsnorm.bwd.kb", "dw.finish"));
     ASSERT_EQ(plan.workspace_size(), 1);
     const WorkspaceRegion& r = plan.workspace(0);
     EXPECT_EQ(r.name(), "dw_acc");
-    EXPECT_EQ(r.bytes(), 12288 * 8);
+    EXPECT_EQ(r.bytes(), 512 * 8);
     EXPECT_TRUE(r.zero_init());
     const Launch& memset = plan.launches(2);
     EXPECT_EQ(memset.kind(), MEMSET);
     EXPECT_EQ(memset.region(), "dw_acc");
-    EXPECT_EQ(memset.memset_bytes(), 12288 * 8);
+    EXPECT_EQ(memset.memset_bytes(), 512 * 8);
     EXPECT_THAT(Deps(memset), ElementsAre()) << "the memset can overlap the forward";
     EXPECT_THAT(Deps(plan.launches(3)), ElementsAre(1, 2));
     EXPECT_THAT(Deps(plan.launches(4)), ElementsAre(3));
@@ -127,7 +127,7 @@ TEST(PlannerTest, AccumulateDwIsSaidInTheFinalLaunch) {
 }
 
 TEST(PlannerTest, EveryZeroInitRegionHasOneMemsetBeforeItsUsers) {
-  StepSpec spec = RowsSpec(65536, 12288, false);
+  StepSpec spec = RowsSpec(65536, 512, false);
   spec.set_dw_dtype(BF16);
   const Plan plan = MustPlan(spec);
   int zeroed = 0;

@@ -173,8 +173,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // Measured windows: the backward takes the split program up to 16384 rows
   // (below 16384 at H 1536..4096; below 4096-12288 at H = 2048, 3072, 4096
   // and 4104..8192) and above H = 8192 in both modes, else the
-  // fused det program (and in the non-deterministic mode kb outside H
-  // 520..4096 and, since table .47, 6144..8192); the forward takes the
+  // fused det program (and in the non-deterministic mode kb below H = 520
+  // above 16384 rows: since table .48 not from H = 4104, where it had the
+  // rows from 16384, nor above 8192); the forward takes the
   // looped program from 2560 (with or without the residual), the flat
   // program up to 2048, between them flat at few rows and cta at many.
   auto backward = [&](const StepSpec& spec) {
@@ -190,16 +191,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(2559, 4096, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(4096, 4096, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 4096, det)), "rmsnorm.bwd.det.partials");
-    // Below 16384 rows det.partials from 6144 rows at H = 2048, from 8192
-    // at 3072 (12288 before table .47), from 4096 at 4096, from 6144 at
+    // Below 16384 rows det.partials from 6144 rows at H = 2048, from 6144
+    // at 3072 (12288 before table .47, 8192 before .48), from 4096 at 4096, from 6144 at
     // 4104..6552 (up to 16384 rows at 4104..6136, table .19; from 2048 since
     // table .47, below) and from 4096 at 6560..8192 (two rows a ring step;
     // tables .14, .15; from 1024 since table .47, below).
     EXPECT_EQ(backward(RowsSpec(6143, 2048, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(6144, 2048, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(16383, 2048, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(8191, 3072, det)), "rmsnorm.bwd.split");
-    EXPECT_EQ(backward(RowsSpec(8192, 3072, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(6143, 3072, det)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(RowsSpec(6144, 3072, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(12288, 3072, det)), "rmsnorm.bwd.det.partials");
     // Table .20: the widths between, from 6144 rows at H = 1544..2040, from
     // 10240 at 2056..3064 (6144 at 2312..3064 since table .47), from 4096 at
@@ -241,13 +242,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // Table .39: the gated split at D = 1032..8192 up to 1024-4096 rows by
     // width; table .41: to 3072 rows at D = 1032..1152, 4096 at 1160..1408,
     // 5120 at 1416..1536; table .44: to 5120 at 5128..6144, and at every row
-    // from 1025 at 4104..5120 (below); table .47: to 1023 at 6656..8192.
+    // from 1025 at 4104..5120 (below); table .47: to 1023 at 6656..8192;
+    // table .48: to 1536 at 6152..6648.
     struct GateEdge {
       int64_t dim, last_split_rows;
     } gate_edges[] = {{1032, 3072}, {1152, 3072}, {1160, 4096}, {1408, 4096}, {1416, 5120},
                       {1536, 5120}, {1544, 1024}, {2048, 1024}, {3064, 1024}, {3072, 2048},
-                      {3080, 1024}, {4096, 1024}, {5128, 5120}, {6144, 5120}, {6152, 2048},
-                      {6648, 2048}, {6656, 1023}, {8192, 1023}};
+                      {3080, 1024}, {4096, 1024}, {5128, 5120}, {6144, 5120}, {6152, 1536},
+                      {6648, 1536}, {6656, 1023}, {8192, 1023}};
     for (const GateEdge& e : gate_edges) {
       StepSpec gate_wide = RowsSpec(1, e.dim, det);
       gate_wide.set_op(RMSNORM_SILU_GATE);
@@ -281,10 +283,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     // Table .36: from 12289 rows at H = 2056..2304 (the split program's rows
-    // of 128 threads of three vectors).
+    // of 128 threads of three vectors); table .48: from 8192.
     for (int64_t dim : {2056, 2176, 2304}) {
-      EXPECT_EQ(backward(RowsSpec(12288, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(RowsSpec(12289, dim, det)), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward(RowsSpec(8191, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(8192, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     for (int64_t dim : {3280, 3584, 4088}) {
@@ -405,12 +407,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward(RowsSpec(512, 8192, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(2048, 8192, det)), "rmsnorm.bwd.det.partials");
     // From 16384 rows at H >= 6144: det.partials, in the non-deterministic
-    // mode too up to H = 8192 since table .47 (kb above).
+    // mode too (up to H = 8192 since table .47, above since .48).
     EXPECT_EQ(backward(RowsSpec(16384, 6144, det)), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward(RowsSpec(131072, 8192, det)), "rmsnorm.bwd.det.partials");
-    EXPECT_EQ(backward(RowsSpec(16384, 8200, det)),
-              det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
-    EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb")
+    EXPECT_EQ(backward(RowsSpec(16384, 8200, det)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(RowsSpec(1024, 16384, det)), "rmsnorm.bwd.det.partials")
         << "split runs dims up to 8192";
     // Table .31: H = 128..256 at 16384 rows det.partials, fewer rows split
     // (table .32: at H = 128 from 14336).
@@ -447,7 +448,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   EXPECT_EQ(backward(RowsSpec(65536, 6144, false)), "rmsnorm.bwd.det.partials");
   EXPECT_EQ(backward(RowsSpec(65536, 6144, true)), "rmsnorm.bwd.det.partials");
-  EXPECT_EQ(backward(RowsSpec(65536, 12288, false)), "rmsnorm.bwd.kb");
+  // Table .48: in the non-deterministic mode det.partials at every row count
+  // above H = 8192 and from 16384 rows at H = 4104..6136; kb keeps H <= 512.
+  for (int64_t rows : {1, 1024, 16383, 16384, 65536}) {
+    for (int64_t dim : {8200, 12288, 16384}) {
+      EXPECT_EQ(backward(RowsSpec(rows, dim, false)), "rmsnorm.bwd.det.partials") << dim;
+    }
+  }
+  EXPECT_EQ(backward(RowsSpec(16385, 4104, false)), "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(backward(RowsSpec(131072, 6136, false)), "rmsnorm.bwd.det.partials");
+  EXPECT_EQ(backward(RowsSpec(65536, 512, false)), "rmsnorm.bwd.kb");
   EXPECT_EQ(RouteLaunch(**t, *Canonicalize(RowsSpec(64, 512)), PHASE_KIND_FORWARD)->program->id,
             "rmsnorm.fwd.flat");
   auto forward = [&](const StepSpec& spec) {

@@ -9,7 +9,11 @@
 #include "ops/registry.h"
 #include "ops/row_config.h"
 #include "ops/target.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ops/status.h"
 #include "planner/planner.h"
+#include "planner/routing.h"
 
 namespace cake::testing {
 
@@ -46,6 +50,26 @@ inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& 
   }
   plan.set_workspace_bytes(RoundUp(end, kWorkspaceAlignment));
   return plan;
+}
+
+// `spec` planned by the target's routing table with a first window that
+// routes `to`'s stage to `to` (`evidence` says why): unlike ForceProgram, the
+// plan has the launches and workspace of `to`'s dw form (dw.reduce, or a
+// zeroed accumulator and dw.finish). Its table version names `to`.
+inline absl::StatusOr<Plan> PlanRoutedTo(const StepSpec& spec, const ProgramInfo& to,
+                                         const TargetDevice& target,
+                                         const std::string& evidence) {
+  CAKE_ASSIGN_OR_RETURN(const RoutingTable* routed, RoutingTableFor(target.arch));
+  RoutingTable table;
+  table.set_arch(routed->arch());
+  table.set_version(absl::StrCat(routed->version(), "+", to.id));
+  Window* w = table.add_windows();
+  w->set_op(spec.op());
+  w->set_phase_kind(to.stage == Stage::kForward ? PHASE_KIND_FORWARD : PHASE_KIND_BACKWARD);
+  w->set_program(std::string(to.id));
+  w->set_evidence(evidence);
+  for (const Window& rest : routed->windows()) *table.add_windows() = rest;
+  return MakePlan(spec, target, table);
 }
 
 // The first launch of program `id` in `plan`, or null.
