@@ -313,8 +313,12 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 // spill) [16384 | 65536, 7168] with the residual ran 0.973-0.975x the time
 // on the H200 and [16384 | 65536, 8192] 0.993-0.996x. The instance without
 // dh_in used 111 of 128 and ran level (0.994-1.005x), so it keeps 80
-// (bench/results/2026-12-01-h200-bwd-rstd-ring-regs.txt).
+// (bench/results/2026-12-01-h200-bwd-rstd-ring-regs.txt). The dh_in
+// instances of 4 vectors a thread (BwdWideRing), alone on their SMs too:
+// 128 at 512 threads, 152 at the run-time widths up to 416 (ptxas: 128 and
+// 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
+  if (dh_in && BwdWideRing(vpt, gate)) return threads_per_row == 512 ? 128 : 152;
   return threads_per_row == 512 && BwdRing(threads_per_row, vpt) && !gate && dh_in
              ? 128
              : BwdMaxRegs(vpt, gate);
@@ -362,10 +366,11 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 // runs an instance of its own that loads a row's dh_in before the row sum,
 // whose barrier then covers the wait: where rows come through the ring
 // (H200: the residual rows of the suite 0.85-0.89x the time against dh_in
-// loaded as dx is stored). In the instances without dh_in, the registers
-// held across the barrier for it cost 1.02-1.14x the time.
+// loaded as dx is stored; the rows of 4 vectors, BwdWideRing, 0.64-0.85x
+// at H = 8704-16384, 2026-12-01). In the instances without dh_in, the
+// registers held across the barrier for it cost 1.02-1.14x the time.
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
-  return BwdRing(threads_per_row, vecs_per_thread);
+  return BwdRing(threads_per_row, vecs_per_thread) || BwdWideRing(vecs_per_thread, false);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
 // each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row for the 256-thread

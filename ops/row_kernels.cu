@@ -1589,7 +1589,7 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
   return nullptr;
 }
 
-#define CAKE_BWD_DH_IN_CONFIGS(X) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2)
+#define CAKE_BWD_DH_IN_CONFIGS(X) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2) X(512, 4) X(0, 4)
 // The det.lockstep program's width that is not a power of two
 // (BwdLockstepWidth), without the gate.
 #define CAKE_BWD_LOCKSTEP_CONFIGS(X) X(96, 2)

@@ -103,6 +103,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     specs.push_back(RowsSpec(9, 6144, det));
     specs.back().set_residual(true);
     specs.back().set_residual_grad_in(true);
+    specs.push_back(RowsSpec(9, 12288, det));  // dh_in with rows of 4 vectors
+    specs.back().set_residual(true);
+    specs.back().set_residual_grad_in(true);
     specs.push_back(HeadsSpec(3, 4, 128));
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.back().set_deterministic(det);
@@ -240,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
 // 416 (three stages); H = 16384's 512 threads (two) are RowsAccuracyTest's.
 // One block of 7 rows, and blocks (one a CTA) of 8 rows and of 32, in both
 // modes (det.partials routed in both); an FP32 weight; the fused residual's
-// dh_in, added as dx is stored. kb's rows of 4 vectors: the 20 runs below.
+// dh_in. kb's rows of 4 vectors: the 20 runs below.
 TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
   for (int64_t dim : {8200, 10240, 13104}) {
     for (int64_t tokens : {7, 1031, 4099}) {
@@ -250,11 +253,15 @@ TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
   StepSpec fp32 = RowsSpec(1031, 12288, true);
   fp32.set_weight_dtype(FP32);
   ExpectWithinBudget(fp32, 2);
-  for (bool det : {true, false}) {
-    StepSpec residual = RowsSpec(1031, 12288, det);
-    residual.set_residual(true);
-    residual.set_residual_grad_in(true);
-    ExpectWithinBudget(residual, 2);
+  // dh_in loaded before the row sums (BwdDhInEarly): a run-time width (384
+  // threads) and 512 threads.
+  for (int64_t dim : {12288, 16384}) {
+    for (bool det : {true, false}) {
+      StepSpec residual = RowsSpec(1031, dim, det);
+      residual.set_residual(true);
+      residual.set_residual_grad_in(true);
+      ExpectWithinBudget(residual, 2);
+    }
   }
 }
 
