@@ -104,7 +104,7 @@ int32_t BackwardSmemBytes(const RowConfig& cfg, const StepSpec& spec, bool gate)
 Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
-  const DetPartition p = DetPartitionOf(s.rows(), cfg, gate);
+  const DetPartition p = DetPartitionOf(s.rows(), s.dim, cfg, gate);
   Geometry g;
   const int64_t resident =
       int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));

@@ -569,12 +569,6 @@ struct DetPartition {
   int64_t partials = 0;
 };
 
-// At least this many rows per partial: an FP64 partial row is 8 bytes per
-// column against 4 bytes per column and row of x and dy, so the partials
-// (written once, read by the reduce) stay within a quarter of the input.
-// With one or two rows per block (small T) they had been larger than it.
-inline constexpr int64_t kMinRowsPerPartial = 8;
-
 // The bytes of one element of a dw partial row. Each partial is the FP64 fold
 // of a block's Kahan sums, rounded once to FP32 above H = 4096 without the
 // gate, where the partial rows and the reduce after the grid are largest: on
@@ -589,6 +583,17 @@ inline constexpr int64_t kFp32PartialsFromDim = 4104;  // the first width past 4
 constexpr int DwPartialBytes(int64_t dim, bool gate) {
   return !gate && dim >= kFp32PartialsFromDim ? 4 : 8;
 }
+// At least this many rows per partial: a partial row is DwPartialBytes per
+// column against 4 bytes per column and row of x and dy, so the partials
+// (written once, read by the reduce) stay within a quarter of the input: 8
+// rows with FP64 partials, 4 with FP32 ones. With one or two rows per block
+// (small T) they had been larger than it. FP32 partial rows of 4 rows in
+// place of 8 ran det.partials 0.86-0.91x the time at 768-1280 rows of H =
+// 4608-6144, where blocks of 8 left CTAs idle (H200, 2026-12-01,
+// bench/results/2026-12-01-h200-bwd-wide-ring.txt, run 7).
+constexpr int64_t MinRowsPerPartial(int64_t dim, bool gate) {
+  return DwPartialBytes(dim, gate) == 4 ? 4 : 8;
+}
 // Whether a backward row group of `threads_per_row` threads (0: set at run
 // time, up to kMaxWideBlock) of `vecs_per_thread` vectors each holds rows as
 // wide as those DwPartialBytes gives FP32 partial rows. The kernel instances
@@ -600,17 +605,18 @@ constexpr bool BwdMayWriteFp32Partials(int threads_per_row, int vecs_per_thread,
                           vecs_per_thread * kVecElems >= kFp32PartialsFromDim;
 }
 
-// Of a program's config `c` (the det.partials and det.lockstep programs).
-constexpr DetPartition DetPartitionOf(int64_t rows, const RowConfig& c, bool gate) {
+// Of a program's config `c` for rows of `dim` (the det.partials and
+// det.lockstep programs).
+constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, const RowConfig& c, bool gate) {
   DetPartition p;
   const int64_t per_block = CeilDiv(rows, DetTargetPartials(c, gate));
-  p.rows_per_block =
-      BwdBlockRows(per_block < kMinRowsPerPartial ? kMinRowsPerPartial : per_block, c, gate);
+  const int64_t min_rows = MinRowsPerPartial(dim, gate);
+  p.rows_per_block = BwdBlockRows(per_block < min_rows ? min_rows : per_block, c, gate);
   p.partials = rows == 0 ? 0 : CeilDiv(rows, p.rows_per_block);
   return p;
 }
 constexpr DetPartition DetPartitionOf(int64_t rows, int64_t dim, bool gate) {
-  return DetPartitionOf(rows, BackwardRowConfigOf(dim, gate), gate);
+  return DetPartitionOf(rows, dim, BackwardRowConfigOf(dim, gate), gate);
 }
 
 // Row groups per dx CTA of the split backward of rows of `dim` in config c:

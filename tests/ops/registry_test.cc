@@ -258,7 +258,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
 
 TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
   for (int64_t rows : {1, 7, 255, 256, 257, 1024, 46593, 131072, 1572864}) {
-    for (int64_t dim : {64, 256, 1536, 4096, 16384}) {
+    for (int64_t dim : {64, 256, 1536, 4096, 6144, 16384}) {
       for (bool gate : {false, true}) {
         const DetPartition p = DetPartitionOf(rows, dim, gate);
         ASSERT_GE(p.partials * p.rows_per_block, rows);
@@ -272,7 +272,10 @@ TEST(RowConfigTest, DetPartitionCoversRowsExactlyOnce) {
           ASSERT_EQ(p.rows_per_block % step, 0)
               << "whole steps of the row groups a CTA loads together";
         }
-        ASSERT_GE(p.rows_per_block, kMinRowsPerPartial) << "partials within a quarter of x and dy";
+        // A partial row's bytes per column within a quarter of the block's x
+        // and dy (4 bytes a row).
+        ASSERT_LE(4 * DwPartialBytes(dim, gate), 4 * p.rows_per_block)
+            << "partials within a quarter of x and dy";
       }
     }
   }
@@ -522,6 +525,19 @@ TEST(RegistryTest, SplitBackwardGeometry) {
 // blocks of 32 rows. Without the gate, D = 256 takes three row groups of 8
 // rows per step: blocks of whole steps from two steps up, of whole row
 // groups below.
+// At few rows a block has at least 8 rows where its partial row is FP64 and
+// 4 where it is FP32 (H > 4096 without the gate), so that the partials stay
+// within a quarter of x and dy; more rows share out over the target count.
+TEST(RowConfigTest, BlocksOfFewRowsFollowThePartialRowsBytes) {
+  EXPECT_EQ(DetTargetPartials(6144, false), 264);
+  EXPECT_EQ(DetPartitionOf(1024, 6144, false).rows_per_block, 4);   // FP32, 1024 / 264 -> 4
+  EXPECT_EQ(DetPartitionOf(1024, 6144, false).partials, 256);
+  EXPECT_EQ(DetPartitionOf(512, 6144, false).rows_per_block, 4);    // 2 a block, raised to 4
+  EXPECT_EQ(DetPartitionOf(1280, 6144, false).rows_per_block, 5);
+  EXPECT_EQ(DetPartitionOf(512, 1536, false).rows_per_block, 8);    // FP64: 1 raised to 8
+  EXPECT_EQ(DetPartitionOf(1024, 6144, true).rows_per_block, 8);    // gated: FP64
+}
+
 TEST(RowConfigTest, BackwardBlocksAreWholeStepsFromTwoSteps) {
   const RowConfig gated = BackwardRowConfig(128);
   ASSERT_EQ(BwdRowsPerStep(gated, true), 16);

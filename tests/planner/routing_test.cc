@@ -352,13 +352,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
     // Table .47 (tables .31-.32 had the residual from 3072 rows at H =
     // 4104..6136 and 6152..6552, from 4096 at 6144): from 1536 rows with the
-    // residual at H = 4104..6552 and from 2048 without it.
+    // residual at H = 4104..6552 and from 2048 without it; table .48 (the
+    // FP32 partial rows' blocks of 4 rows): from 1280 without it at
+    // H = 4104..6144.
     for (int64_t dim : {4104, 5120, 6136, 6144, 6152, 6552}) {
       EXPECT_EQ(backward(residual(RowsSpec(1535, dim, det))), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(residual(RowsSpec(1536, dim, det))), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(residual(RowsSpec(6143, dim, det))), "rmsnorm.bwd.det.partials") << dim;
-      EXPECT_EQ(backward(RowsSpec(1536, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(RowsSpec(2047, dim, det)), "rmsnorm.bwd.split") << dim;
+      const char* from_1280 = dim <= 6144 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split";
+      EXPECT_EQ(backward(RowsSpec(1279, dim, det)), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(RowsSpec(1280, dim, det)), from_1280) << dim;
+      EXPECT_EQ(backward(RowsSpec(2047, dim, det)), from_1280) << dim;
       EXPECT_EQ(backward(RowsSpec(2048, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(fp32(RowsSpec(2048, dim, det))), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(6143, dim, det)), "rmsnorm.bwd.det.partials") << dim;
