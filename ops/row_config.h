@@ -51,8 +51,9 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread; also the ungated rows of 4 (BwdWideRing), which the
-// lockstep groups, the row pairs and the dh_in instances leave out.
+// vectors per thread. The ungated rows of 4 come through a ring too
+// (BwdWideRing), but none of what follows from this one (lockstep groups,
+// row pairs) applies to them.
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
@@ -373,8 +374,8 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
   return BwdRing(threads_per_row, vecs_per_thread) || BwdWideRing(vecs_per_thread, false);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
-// each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row for the 256-thread
-// row groups (H = 3280..4096, three in lockstep) without the gate and
+// each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row
+// for the 256-thread row groups (H = 3280..4096, three in lockstep) without the gate and
 // without dh_in (`dh_in`: the fused residual's incoming gradient is bound,
 // BwdDhInEarly).
 // 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192

@@ -66,6 +66,11 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
         ASSERT_LE(dim * 4 + BwdRingBytes(c, gate, dh_in) + BwdFoldBytes(c, dim), smem_optin) << dim;
+        // The instance's registers for a whole CTA fit an SM's register file.
+        ASSERT_LE(int64_t{BwdInstanceMaxRegs(c.threads_per_row, c.vecs_per_thread, gate, dh_in)} *
+                      c.block,
+                  kSmRegisters)
+            << dim;
       }
       if (c.threads_per_row <= 32) continue;
       if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {

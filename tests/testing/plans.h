@@ -5,13 +5,13 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "cake/plan.pb.h"
 #include "ops/registry.h"
 #include "ops/row_config.h"
-#include "ops/target.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "ops/status.h"
+#include "ops/target.h"
 #include "planner/planner.h"
 #include "planner/routing.h"
 
