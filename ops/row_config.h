@@ -58,16 +58,21 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
 // Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
-// group per SM), ungated, comes through a ring of two stages too (the weight
-// and three stages would not fit at 512 threads). Loaded into registers at
-// the start of each step, one row in flight per SM, the backward had run at
-// 0.55-0.66 of copy bandwidth from 16384 rows at H = 8704-12288; with the
-// ring it ran 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy
-// from 16384 rows), 0.73-0.80x at 1024, H = 14336 and 16384 0.84-0.92x,
-// the fused residual's [16384, 12288] 0.80x. Three stages up to 416 threads
-// ran 0.996-1.027x two's time (H200, 2026-12-01,
-// bench/results/2026-12-01-h200-bwd-wide-ring.txt).
-constexpr bool BwdWideRing(int vecs_per_thread, bool gate) { return !gate && vecs_per_thread == 4; }
+// group per SM) comes through a ring of two stages too (the weight and
+// three stages would not fit at 512 threads): without the gate at every
+// width, with it up to 416 threads (D <= 13104; x, dy and z of two stages
+// and the weight do not fit at 512). Loaded into registers at the start of
+// each step, one row in flight per SM, the backward had run at 0.55-0.66 of
+// copy bandwidth from 16384 rows at H = 8704-12288; with the ring it ran
+// 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy from 16384
+// rows), 0.73-0.80x at 1024, H = 14336 and 16384 0.84-0.92x, the fused
+// residual's [16384, 12288] 0.80x. Three stages up to 416 threads ran
+// 0.996-1.027x two's time. The gated rows at D = 8704-12288 ran 0.57-0.70x
+// (0.34-0.56 -> 0.51-0.90 of copy), their instance's spill 148 -> 8 bytes
+// (H200, 2026-12-01, bench/results/2026-12-01-h200-bwd-wide-ring.txt).
+constexpr bool BwdWideRing(int threads_per_row, int vecs_per_thread, bool gate) {
+  return vecs_per_thread == 4 && (!gate || threads_per_row != 512);
+}
 // Whether a ring row group reduces two rows per step (BwdRowsInFlight),
 // their row sums behind one barrier and their dw terms added in FP32 before
 // they enter the Kahan sums once: where one 512-thread row group fills the
@@ -319,7 +324,7 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 // 128 at 512 threads, 152 at the run-time widths up to 416 (ptxas: 128 and
 // 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
-  if (dh_in && BwdWideRing(vpt, gate)) return threads_per_row == 512 ? 128 : 152;
+  if (dh_in && BwdWideRing(threads_per_row, vpt, gate)) return threads_per_row == 512 ? 128 : 152;
   return threads_per_row == 512 && BwdRing(threads_per_row, vpt) && !gate && dh_in
              ? 128
              : BwdMaxRegs(vpt, gate);
@@ -371,7 +376,7 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 // at H = 8704-16384, 2026-12-01). In the instances without dh_in, the
 // registers held across the barrier for it cost 1.02-1.14x the time.
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
-  return BwdRing(threads_per_row, vecs_per_thread) || BwdWideRing(vecs_per_thread, false);
+  return BwdRing(threads_per_row, vecs_per_thread) || BwdWideRing(threads_per_row, vecs_per_thread, false);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
 // each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row
@@ -387,7 +392,7 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
 // the other widths, but the fused residual's [16384 | 65536, 4096] ran 1.30x
 // (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
 constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
-  if (BwdWideRing(vecs_per_thread, gate)) return 2;
+  if (BwdWideRing(threads_per_row, vecs_per_thread, gate)) return 2;
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;

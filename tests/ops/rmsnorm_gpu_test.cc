@@ -106,6 +106,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     specs.push_back(RowsSpec(9, 12288, det));  // dh_in with rows of 4 vectors
     specs.back().set_residual(true);
     specs.back().set_residual_grad_in(true);
+    specs.push_back(RowsSpec(9, 10240, det));  // gated rows of 4 vectors through the ring
+    specs.back().set_op(RMSNORM_SILU_GATE);
     specs.push_back(HeadsSpec(3, 4, 128));
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.back().set_deterministic(det);
@@ -240,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
 
 // Rows of 4 vectors a thread (H > 8192) come through the backward's ring
 // (BwdWideRing): whole warps of 264 and 320 threads and the widest of them,
-// 416 (three stages); H = 16384's 512 threads (two) are RowsAccuracyTest's.
+// 416; H = 16384's 512 threads are RowsAccuracyTest's.
 // One block of 7 rows, and blocks (one a CTA) of 8 rows and of 32, in both
 // modes (det.partials routed in both); an FP32 weight; the fused residual's
 // dh_in. kb's rows of 4 vectors: the 20 runs below.
@@ -253,6 +255,15 @@ TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
   StepSpec fp32 = RowsSpec(1031, 12288, true);
   fp32.set_weight_dtype(FP32);
   ExpectWithinBudget(fp32, 2);
+  // The gated rows of a run-time width (x, dy and z through the ring; at 512
+  // threads, D = 13312..16384, they load a step at a time).
+  for (int64_t tokens : {7, 1031, 4099}) {
+    for (bool det : {true, false}) {
+      StepSpec gate = RowsSpec(tokens, tokens == 4099 ? 12288 : 10240, det);
+      gate.set_op(RMSNORM_SILU_GATE);
+      ExpectWithinBudget(gate, 2);
+    }
+  }
   // dh_in loaded before the row sums (BwdDhInEarly): a run-time width (384
   // threads) and 512 threads.
   for (int64_t dim : {12288, 16384}) {
