@@ -241,11 +241,11 @@ INSTANTIATE_TEST_SUITE_P(H, RowsAccuracyTest,
                          ::testing::Values(64, 256, 1536, 2048, 4096, 5120, 6144, 8192, 16384));
 
 // Rows of 4 vectors a thread (H > 8192) come through the backward's ring
-// (BwdWideRing): whole warps of 264 and 320 threads and the widest of them,
-// 416; H = 16384's 512 threads are RowsAccuracyTest's.
-// One block of 7 rows, and blocks (one a CTA) of 8 rows and of 32, in both
-// modes (det.partials routed in both); an FP32 weight; the fused residual's
-// dh_in. kb's rows of 4 vectors: the 20 runs below.
+// (BwdWideRing): whole warps of 288 and 320 threads and the widest of them,
+// 416; H = 16384's 512 threads are RowsAccuracyTest's. Blocks (one a CTA)
+// of 4 rows at 7 rows (8 with the gate), of 8 at 1031 and of 32 at 4099, in
+// both modes (det.partials routed in both); an FP32 weight; the fused
+// residual's dh_in. kb's rows of 4 vectors: the 20 runs below.
 TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
   for (int64_t dim : {8200, 10240, 13104}) {
     for (int64_t tokens : {7, 1031, 4099}) {
