@@ -227,7 +227,8 @@ const ProgramInfo kPrograms[] = {
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
      "a tensor or a step two rows), one dw partial row per block (FP64; FP32 above "
      "H = 4096); where whole warps hold a row, the next "
-     "two steps copied into shared memory (cp.async) and a row's dh_in (the fused residual) "
+     "two steps (one with 4 vectors a thread) copied into shared memory (cp.async) and a "
+     "row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
      "as an SM holds, in lockstep; three row groups loaded per step up to 256 columns"},
     {"rmsnorm.bwd.det.lockstep", RMSNORM, Stage::kBackward, true, 8, kAnyDim, true, true, false,

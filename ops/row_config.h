@@ -51,9 +51,9 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread. The ungated rows of 4 come through a ring too
-// (BwdWideRing), but none of what follows from this one (lockstep groups,
-// row pairs) applies to them.
+// vectors per thread. Rows of 4 come through a ring too (BwdWideRing), but
+// none of what follows from this one (lockstep groups, row pairs) applies to
+// them.
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
@@ -324,10 +324,9 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 // 128 at 512 threads, 152 at the run-time widths up to 416 (ptxas: 128 and
 // 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
-  if (dh_in && BwdWideRing(threads_per_row, vpt, gate)) return threads_per_row == 512 ? 128 : 152;
-  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) && !gate && dh_in
-             ? 128
-             : BwdMaxRegs(vpt, gate);
+  if (gate || !dh_in) return BwdMaxRegs(vpt, gate);
+  if (BwdWideRing(threads_per_row, vpt, false)) return threads_per_row == 512 ? 128 : 152;
+  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) ? 128 : BwdMaxRegs(vpt, gate);
 }
 // The dynamic shared memory a persistent backward CTA asks for so that no
 // more than `ctas_per_sm` of them fit on an SM: `needed`, or more where
@@ -376,13 +375,14 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 // at H = 8704-16384, 2026-12-01). In the instances without dh_in, the
 // registers held across the barrier for it cost 1.02-1.14x the time.
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
-  return BwdRing(threads_per_row, vecs_per_thread) || BwdWideRing(threads_per_row, vecs_per_thread, false);
+  return BwdRing(threads_per_row, vecs_per_thread) ||
+         BwdWideRing(threads_per_row, vecs_per_thread, false);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
 // each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row
-// for the 256-thread row groups (H = 3280..4096, three in lockstep) without the gate and
-// without dh_in (`dh_in`: the fused residual's incoming gradient is bound,
-// BwdDhInEarly).
+// for the 256-thread row groups (H = 3280..4096, three in lockstep) without
+// the gate and without dh_in (`dh_in`: the fused residual's incoming
+// gradient is bound, BwdDhInEarly).
 // 16 bytes per vector, tensor (x, dy, and z with the gate) and stage: 192
 // bytes per thread (288 with z), so that 768 (512) threads per SM use 144 KB
 // besides the weight and the fold. With the lockstep row groups at H = 2048,

@@ -742,10 +742,10 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr int kBlock = TPR > 0 ? BwdLockstepBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
   constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
   // Where a row group of whole warps holds 2 vectors per thread, or 4
-  // without the gate (BwdWideRing), the next rows are copied asynchronously
-  // into a ring of kStages steps (BwdAsyncStages); with several such row
-  // groups in the CTA, they reduce their steps in lockstep (BwdBlockOf),
-  // each its own rows.
+  // (BwdWideRing: the gated ones up to 416 threads), the next rows are
+  // copied asynchronously into a ring of kStages steps (BwdAsyncStages);
+  // with several such row groups in the CTA, they reduce their steps in
+  // lockstep (BwdBlockOf), each its own rows.
   constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
@@ -762,8 +762,8 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   // Whether a block's first step is loaded into registers ahead of its
   // loop: with kPrefetch, and in the ungated warp rows (three row groups a
   // step, each next step's loads issued at the end of the step before). The
-  // gated instances of 4 vectors per thread load each step at its start
-  // (ahead of the loop, they spilled 120 bytes more).
+  // gated 512-thread rows of 4 vectors per thread load each step at its
+  // start (ahead of the loop, they spilled 120 bytes more).
   constexpr bool kFirstStepAhead = kPrefetch || (kStages == 0 && kRstdWithRows);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
