@@ -154,7 +154,8 @@ absl::StatusOr<const void*> RowKernelFor(const ProgramInfo& program, const Launc
   switch (program.kernel) {
     case RowKernel::kPersistent:
       f = forward ? RowForwardKernel(tpr, vpt, reverse)
-                  : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block);
+                  : RowBackwardKernel(tpr, vpt, gate, spec.residual_grad_in(), cfg.block,
+                                      spec.weight_dtype() == FP32);
       break;
     case RowKernel::kFlat:
       f = forward ? RowForwardFlatKernel(cfg, gate, false, slots, reverse)

@@ -82,13 +82,15 @@ Geometry ForwardLoop(const StepSpec& spec, const TargetDevice&) {
   return g;
 }
 
-// The backward keeps the weight in shared memory as FP32, copies the next
-// rows into a ring there (BwdAsyncStages) and folds its row groups' dw sums
-// there (BwdFoldBytes).
+// The backward keeps the weight in shared memory as FP32 (or as BF16,
+// BwdBf16WeightSmem), copies the next rows into a ring there
+// (BwdAsyncStages) and folds its row groups' dw sums there (BwdFoldBytes).
 BackwardSmem BackwardSmemOf(const RowConfig& cfg, const StepSpec& spec, bool gate) {
   const int64_t dim = spec.layout().dim();
-  const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in());
-  return {dim * 4 + ring + BwdFoldBytes(cfg, dim),
+  const bool bf16_weight = BwdBf16WeightSmem(cfg.threads_per_row, cfg.vecs_per_thread, gate,
+                                             spec.weight_dtype() == FP32);
+  const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in(), bf16_weight);
+  return {BwdWeightSmemBytes(dim, bf16_weight) + ring + BwdFoldBytes(cfg, dim),
           cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate))};
 }
 // What its launch asks for: at least as much as keeps its CTAs per SM at the

@@ -61,7 +61,8 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // group per SM) comes through a ring of two stages too (the weight and
 // three stages would not fit at 512 threads): without the gate at every
 // width, with it up to 416 threads (D <= 13104; x, dy and z of two stages
-// and the weight do not fit at 512). Loaded into registers at the start of
+// and an FP32 weight do not fit at 512) and at 512 with a BF16 weight kept
+// as such (bf16_weight_smem, BwdBf16WeightSmem). Loaded into registers at the start of
 // each step, one row in flight per SM, the backward had run at 0.55-0.66 of
 // copy bandwidth from 16384 rows at H = 8704-12288; with the ring it ran
 // 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy from 16384
@@ -70,8 +71,24 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // 0.996-1.027x two's time. The gated rows at D = 8704-12288 ran 0.57-0.70x
 // (0.34-0.56 -> 0.51-0.90 of copy), their instance's spill 148 -> 8 bytes
 // (H200, 2026-12-01, bench/results/2026-12-01-h200-bwd-wide-ring.txt).
-constexpr bool BwdWideRing(int threads_per_row, int vecs_per_thread, bool gate) {
-  return vecs_per_thread == 4 && (!gate || threads_per_row != 512);
+constexpr bool BwdWideRing(int threads_per_row, int vecs_per_thread, bool gate,
+                           bool bf16_weight_smem = false) {
+  return vecs_per_thread == 4 && (!gate || threads_per_row != 512 || bf16_weight_smem);
+}
+// Whether a backward CTA keeps the weight in shared memory as BF16, as it is
+// given, rather than widened to FP32: the gated rows of 512 threads of 4
+// vectors (D = 13112..16384) with a BF16 weight, whose x, dy and z of two
+// ring stages (192 KB) and a BF16 weight (32 KB at D = 16384) fit a CTA
+// where an FP32 one does not (BwdWideRing). An FP32 weight keeps the rows
+// loaded into registers a step at a time there.
+constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool gate,
+                                 bool w_fp32) {
+  return gate && vecs_per_thread == 4 && threads_per_row == 512 && !w_fp32;
+}
+// The backward's weight in shared memory (BwdBf16WeightSmem: 2 bytes a
+// column, else 4).
+constexpr int64_t BwdWeightSmemBytes(int64_t dim, bool bf16_weight_smem) {
+  return dim * (bf16_weight_smem ? 2 : 4);
 }
 // Whether a ring row group reduces two rows per step (BwdRowsInFlight),
 // their row sums behind one barrier and their dw terms added in FP32 before
@@ -391,8 +408,9 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
 // rows, 0.992-0.995x at 65536 and 131072, H = 3584 0.985-0.990x; level at
 // the other widths, but the fused residual's [16384 | 65536, 4096] ran 1.30x
 // (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
-constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
-  if (BwdWideRing(threads_per_row, vecs_per_thread, gate)) return 2;
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
+                             bool bf16_weight_smem = false) {
+  if (BwdWideRing(threads_per_row, vecs_per_thread, gate, bf16_weight_smem)) return 2;
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
@@ -492,8 +510,10 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
   return c;
 }
 
-constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate, bool dh_in) {
-  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in)} *
+constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate, bool dh_in,
+                               bool bf16_weight_smem = false) {
+  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in,
+                                bf16_weight_smem)} *
          BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate) * (gate ? 3 : 2) *
          c.vecs_per_thread * c.block * 16;
 }

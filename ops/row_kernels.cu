@@ -145,9 +145,15 @@ __device__ __forceinline__ void LoadWeight(const void* w, int w_fp32, int64_t v,
   }
 }
 
-// The weight, as FP32 in shared memory, for the whole CTA.
+// The weight in shared memory for the whole CTA: as FP32, or with kBf16 (a
+// BF16 weight, BwdBf16WeightSmem) as given.
+template <bool kBf16 = false>
 __device__ __forceinline__ void StageWeight(const void* w, int w_fp32, int64_t vecs, float* wsm) {
   for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+    if constexpr (kBf16) {
+      reinterpret_cast<uint4*>(wsm)[v] = __ldg(reinterpret_cast<const uint4*>(w) + v);
+      continue;
+    }
     float f[8];
     LoadWeight(w, w_fp32, v, f);
 #pragma unroll
@@ -730,8 +736,9 @@ using BwdRowIndex = std::conditional_t<TPR == 128 && !kGate && !kDhIn, uint32_t,
 // and AddDwTerm written out: through the helpers its gated instances took
 // one register less and ran 2-2.5% slower on the H200 (gated rows of the
 // suite), so they stay inline here; keep the two in step. kDhIn: an instance
-// for the ring's rows with dh_in bound (BwdDhInEarly).
-template <int TPR, int VPT, bool kGate, bool kDhIn = false>
+// for the ring's rows with dh_in bound (BwdDhInEarly). kBf16W: the weight
+// is BF16 and kept so in shared memory (BwdBf16WeightSmem).
+template <int TPR, int VPT, bool kGate, bool kDhIn = false, bool kBf16W = false>
 __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
     RowBackward(const RowBackwardParams p) {
   LaunchDependents();
@@ -742,11 +749,12 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr int kBlock = TPR > 0 ? BwdLockstepBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
   constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
   // Where a row group of whole warps holds 2 vectors per thread, or 4
-  // (BwdWideRing: the gated ones up to 416 threads), the next rows are
+  // (BwdWideRing: the gated ones up to 416 threads, at 512 with kBf16W),
+  // the next rows are
   // copied asynchronously into a ring of kStages steps (BwdAsyncStages);
   // with several such row groups in the CTA, they reduce their steps in
   // lockstep (BwdBlockOf), each its own rows.
-  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn);
+  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn, kBf16W);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
   // Rows per row group and step: 3 for the ungated warp rows (loaded into
@@ -766,7 +774,8 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   // start (ahead of the loop, they spilled 120 bytes more).
   constexpr bool kFirstStepAhead = kPrefetch || (kStages == 0 && kRstdWithRows);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
-  // [dim] the weight in FP32, then [kRows][dim] FP64 for the fold when
+  static_assert(!kBf16W || (kGate && kStages > 0 && kRows == 1), "BF16 weight: the gated ring");
+  // [dim] the weight in FP32 (BF16 with kBf16W), then [kRows][dim] FP64 for the fold when
   // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
   // 8-byte aligned), or the ring: [kStages][kDepth][kTensors][VPT][threads]
   // vectors, each thread's own (it reads only what it copied, so no barrier
@@ -803,7 +812,8 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   const float inv_dim = 1.0f / static_cast<float>(dim);
   constexpr bool gate = kGate;  // a template parameter: no z registers without it
   float* const wsm = smem;
-  uint4* const ring = reinterpret_cast<uint4*>(smem + dim);
+  const uint4* const wsm_bf16 = reinterpret_cast<const uint4*>(smem);  // kBf16W
+  uint4* const ring = reinterpret_cast<uint4*>(smem + (kBf16W ? dim / 2 : dim));
   // The ring slot of vector i of tensor t of the step's d-th row group in
   // stage `stage`.
   auto slot_of = [&](int stage, int d, int t, int i) {
@@ -859,7 +869,7 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
     for (int k = 0; k < kStages - 1; ++k) copy_next(k);
   }
 
-  StageWeight(p.w, p.w_fp32, vecs, wsm);
+  StageWeight<kBf16W>(p.w, p.w_fp32, vecs, wsm);
   // With inputs_before_wait the ring's first steps and the weight were
   // loaded before it; rstd and dh_in come after. Where a block's first step
   // is loaded into registers ahead of its loop (kFirstStepAhead), the CTA's
@@ -1021,16 +1031,17 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
             const int v = lane + i * tpr;
             if (v >= vecs) continue;
             if constexpr (kStages > 0 && !kReadAhead) read_ring(d, i);
-            float xf[8], dyf[8], zf[8];
+            float xf[8], dyf[8], zf[8], wf[8];
             Unpack(xr[d][i], xf);
             Unpack(dyr[d][i], dyf);
             Unpack(zr[d][i], zf);
+            if constexpr (kBf16W) Unpack(wsm_bf16[v], wf);
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
               const float sig = gate ? Sigmoid(zf[j]) : 1.f;
               if (kKeepSig) sg[e][i][j] = sig;
               const float s = gate ? zf[j] * sig : 1.f;
-              dot[e] += dyf[j] * wsm[v * 8 + j] * s * xf[j];
+              dot[e] += dyf[j] * (kBf16W ? wf[j] : wsm[v * 8 + j]) * s * xf[j];
             }
           }
         }
@@ -1083,14 +1094,15 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
           for (int e = 0; e < kJoint; ++e) {
             const int d = d0 + e;
             const bool active = row_of(d) < end;
-            float xf[8], dyf[8], zf[8], dxf[8], dzf[8];
+            float xf[8], dyf[8], zf[8], dxf[8], dzf[8], wf[8];
             if constexpr (kStages > 0) read_ring(d, i);
             Unpack(xr[d][i], xf);
             Unpack(dyr[d][i], dyf);
             Unpack(zr[d][i], zf);
+            if constexpr (kBf16W) Unpack(wsm_bf16[v], wf);
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-              const float w = wsm[v * 8 + j];
+              const float w = kBf16W ? wf[j] : wsm[v * 8 + j];
               const float sig = kKeepSig ? sg[e][i][j] : gate ? Sigmoid(zf[j]) : 1.f;
               const float s = gate ? zf[j] * sig : 1.f;
               const float rs = gate ? rstd[e] * s : rstd[e];  // dx = dy * w * rs - x * c
@@ -1595,8 +1607,11 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
 #define CAKE_BWD_LOCKSTEP_CONFIGS(X) X(96, 2)
 
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
-                              int block) {
+                              int block, bool w_fp32) {
   const bool early_dh_in = dh_in && !gate && BwdDhInEarly(threads_per_row, vecs_per_thread);
+  if (!dh_in && BwdBf16WeightSmem(threads_per_row, vecs_per_thread, gate, w_fp32)) {
+    return reinterpret_cast<const void*>(&RowBackward<512, 4, true, false, true>);
+  }
   if (threads_per_row > 32 && !IsPow2(threads_per_row)) {
     if (block > threads_per_row) {  // lockstep row groups of this width
       if (gate) return nullptr;

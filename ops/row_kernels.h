@@ -261,9 +261,10 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
 // has the residual's incoming gradient (BwdDhInEarly picks an instance of
 // its own). A width of whole warps that is not a power of two runs one row
 // group per CTA, or (block > threads_per_row, LockstepBackwardRowConfig)
-// lockstep row groups.
+// lockstep row groups. w_fp32: the weight is FP32 (a BF16 one may be kept as
+// such in shared memory, BwdBf16WeightSmem, by an instance of its own).
 const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
-                              int block);
+                              int block, bool w_fp32);
 // The looped forward of LoopRowConfig (rmsnorm_train), with or without the
 // fused residual add, stepping by a constant or (LoopRuntimeStride) by
 // blockDim.x.

@@ -58,14 +58,21 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     // The backward's wide rows: where a power of two of threads holds a row
     // that comes through the ring, one CTA holds as many row groups as an
     // SM's backward threads take (they reduce in lockstep), else one. Its
-    // weight, ring and fold fit a CTA's shared memory.
+    // weight (FP32, or BF16 where kept so), ring and fold fit a CTA's shared
+    // memory.
     for (bool gate : {false, true}) {
       const RowConfig c = gate ? gated_bwd : bwd;
       ASSERT_EQ(c.threads_per_row, bwd.threads_per_row) << dim;
       ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
       ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
-        ASSERT_LE(dim * 4 + BwdRingBytes(c, gate, dh_in) + BwdFoldBytes(c, dim), smem_optin) << dim;
+        for (bool w_fp32 : {false, true}) {
+          const bool bf16_w = BwdBf16WeightSmem(c.threads_per_row, c.vecs_per_thread, gate, w_fp32);
+          ASSERT_LE(BwdWeightSmemBytes(dim, bf16_w) + BwdRingBytes(c, gate, dh_in, bf16_w) +
+                        BwdFoldBytes(c, dim),
+                    smem_optin)
+              << dim;
+        }
         // The instance's registers for a whole CTA fit an SM's register file.
         ASSERT_LE(int64_t{BwdInstanceMaxRegs(c.threads_per_row, c.vecs_per_thread, gate, dh_in)} *
                       c.block,
@@ -107,16 +114,29 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     for (bool gate : {false, true}) {
       const RowConfig c = gate ? gated_bwd : bwd;
       for (bool dh_in : {false, true}) {
-        ASSERT_NE(RowBackwardKernel(c.threads_per_row, c.vecs_per_thread, gate, dh_in, c.block),
-                  nullptr)
-            << dim;
+        for (bool w_fp32 : {false, true}) {
+          ASSERT_NE(
+              RowBackwardKernel(c.threads_per_row, c.vecs_per_thread, gate, dh_in, c.block, w_fp32),
+              nullptr)
+              << dim;
+        }
       }
+      // A BF16 weight kept as such has an instance of its own (the ring's),
+      // exactly where BwdBf16WeightSmem says, which rows of 4 vectors in
+      // 512 threads with the gate alone get.
+      const bool bf16_own =
+          RowBackwardKernel(c.threads_per_row, c.vecs_per_thread, gate, false, c.block, false) !=
+          RowBackwardKernel(c.threads_per_row, c.vecs_per_thread, gate, false, c.block, true);
+      ASSERT_EQ(bf16_own, BwdBf16WeightSmem(c.threads_per_row, c.vecs_per_thread, gate, false))
+          << dim;
+      ASSERT_EQ(bf16_own, gate && dim > 13104) << dim;
     }
     // The residual's dh_in has instances of its own where rows come through
     // the ring, and only there.
     const bool own =
-        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, true, bwd.block) !=
-        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, false, bwd.block);
+        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, true, bwd.block,
+                          false) !=
+        RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, false, bwd.block, false);
     ASSERT_EQ(own, BwdDhInEarly(bwd.threads_per_row, bwd.vecs_per_thread)) << dim;
     // The det.lockstep program: det.partials' rows, with several row groups
     // per CTA exactly where det.partials has one at a width built for it,
@@ -139,10 +159,10 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
         ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim), smem_optin)
             << dim;
         const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,
-                                          dh_in, lock.block);
+                                          dh_in, lock.block, false);
         ASSERT_NE(k, nullptr) << dim;
         ASSERT_NE(k, RowBackwardKernel(bwd.threads_per_row, bwd.vecs_per_thread, false, dh_in,
-                                       bwd.block))
+                                       bwd.block, false))
             << dim;
       }
     }

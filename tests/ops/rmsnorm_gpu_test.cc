@@ -108,6 +108,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     specs.back().set_residual_grad_in(true);
     specs.push_back(RowsSpec(9, 10240, det));  // gated rows of 4 vectors through the ring
     specs.back().set_op(RMSNORM_SILU_GATE);
+    specs.push_back(RowsSpec(9, 16384, det));  // and at 512 threads, the weight in BF16
+    specs.back().set_op(RMSNORM_SILU_GATE);
     specs.push_back(HeadsSpec(3, 4, 128));
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.back().set_deterministic(det);
