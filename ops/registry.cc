@@ -275,7 +275,9 @@ const ProgramInfo kPrograms[] = {
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      GatedBackwardRowConfig,
      "gated backward (dx, dz), fixed row blocks (interleaved by steps where a row is under 16 "
-     "KB a tensor), one FP64 dw partial row per block"},
+     "KB a tensor), one FP64 dw partial row per block; where whole warps hold a row, x, dy "
+     "and z of the next steps copied into shared memory as in rmsnorm's (at D = "
+     "13112..16384 with a BF16 weight only, kept as BF16 there)"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,

@@ -62,8 +62,8 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // three stages would not fit at 512 threads): without the gate at every
 // width, with it up to 416 threads (D <= 13104; x, dy and z of two stages
 // and an FP32 weight do not fit at 512) and at 512 with a BF16 weight kept
-// as such (bf16_weight_smem, BwdBf16WeightSmem). Loaded into registers at the start of
-// each step, one row in flight per SM, the backward had run at 0.55-0.66 of
+// as such (bf16_weight_smem, BwdBf16WeightSmem). Loaded into registers at
+// the start of each step, one row in flight per SM, the backward had run at 0.55-0.66 of
 // copy bandwidth from 16384 rows at H = 8704-12288; with the ring it ran
 // 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy from 16384
 // rows), 0.73-0.80x at 1024, H = 14336 and 16384 0.84-0.92x, the fused
@@ -80,7 +80,12 @@ constexpr bool BwdWideRing(int threads_per_row, int vecs_per_thread, bool gate,
 // vectors (D = 13112..16384) with a BF16 weight, whose x, dy and z of two
 // ring stages (192 KB) and a BF16 weight (32 KB at D = 16384) fit a CTA
 // where an FP32 one does not (BwdWideRing). An FP32 weight keeps the rows
-// loaded into registers a step at a time there.
+// loaded into registers a step at a time there. On the H200 the gated
+// backward at D = 13112-16384 ran 0.74-0.79x the time from 1024 to 16384
+// rows (0.63-0.70 -> 0.84-0.89 of copy at 16384 rows; the checkpointed
+// steps 0.86-0.90x); the instance uses 128 registers and spills none, where
+// the FP32 weight's spills 136 bytes (2026-12-01,
+// bench/results/2026-12-01-h200-gate-bf16-weight-ring.txt).
 constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool gate,
                                  bool w_fp32) {
   return gate && vecs_per_thread == 4 && threads_per_row == 512 && !w_fp32;
