@@ -264,6 +264,13 @@ const ProgramInfo kPrograms[] = {
      false, false, DwOutput::kNone, "", GateForwardFlat, nullptr, "", GateFlatRowConfig,
      "gated forward, one row group per CTA, z loaded with x, up to 2048 threads per SM",
      RowKernel::kFlat},
+    {"rmsnorm_silu_gate.fwd.flat.dense", RMSNORM_SILU_GATE, Stage::kForward, true,
+     kGateFlatDenseDimMin, kAnyDim, true, false, false, DwOutput::kNone, "", GateForwardFlat,
+     nullptr, "", GateFlatRowConfig,
+     "gated fwd.flat with its CTA-wide rows (D = 1032..16384) at 32 registers a thread, "
+     "2048 threads per SM: z's lines asked into L1 with x, each vector loaded as its y is "
+     "formed",
+     RowKernel::kFlatDense},
     {"rmsnorm_silu_gate.fwd.flat.groups", RMSNORM_SILU_GATE, Stage::kForward, true,
      kFlatGroupDimMin, kFlatGroupDimMax, true, false, false, DwOutput::kNone, "",
      ForwardFlat, nullptr, "", FlatRowConfig,

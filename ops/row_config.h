@@ -258,6 +258,10 @@ constexpr RowConfig GateFlatRowConfig(int64_t dim) {
   const RowConfig c = FlatRowConfig(dim);
   return c.threads_per_row > 32 && c.threads_per_row < c.block ? FlatCtaRowConfig(dim, 2) : c;
 }
+// The dense gated flat forward (rmsnorm_silu_gate.fwd.flat.dense):
+// GateFlatRowConfig's CTA-wide rows of two vectors (D = 1032..16384) at 32
+// registers a thread, z kept out of the registers across the row sum.
+inline constexpr int64_t kGateFlatDenseDimMin = kFlatGroupDimMax + kVecElems;
 
 // The wide flat forward (rmsnorm.fwd.flat.wide): a row of H = 3072..8192 in
 // one CTA of 4 vectors per thread over the fewest whole warps (96..256

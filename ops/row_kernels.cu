@@ -548,8 +548,14 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // threads). TPR = 0: one row of blockDim.x threads (two vectors each, or 3-4 in
 // FlatWideRowConfig's 96..256 threads, at 47-56 registers); TPR = 64 or 96
 // (DenseFlatRowConfig): row groups of that many threads, four or two to a CTA.
-// kDense (the fwd.flat.dense program): 32 registers with two vectors too.
-// The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): up to 64
+// kDense (the fwd.flat.dense programs): 32 registers with two vectors too;
+// with the gate (CTA-wide rows only) z is then loaded after the row sum, and
+// at D = 7168-16384 that ran 0.73-0.99x fwd.flat's time on the H200 (the
+// gated fwd.flat there: 63-64 registers without the slots, one 1024-thread
+// CTA an SM at D = 16384, 0.79 of copy; dense 0.995-1.02 from 16384 rows),
+// at D = 4608-6144 0.84-0.96x from 16384 rows but 1.05-1.12x at 2048-8192
+// and at D = 4096 1.07-1.12x (2026-12-01,
+// bench/results/2026-12-01-h200-gate-fwd-dense.txt). The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): up to 64
 // registers (four CTAs an SM; 48 with the weight's slots, five); at 40 they
 // spilled 4 bytes and ran 1.02-1.05x the time of one row a CTA at D = 1024
 // (H200, 2026-11-30).
@@ -585,9 +591,25 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
   const int64_t vecs = p.layout.dim / kVecElems;
   const int64_t off = active ? RowOffset(p.layout, row) : 0;
 
+  // The dense gated rows (kDense with kGate, CTA-wide rows of two vectors)
+  // keep z out of the registers across the row sum, so that a thread stays
+  // within 32 of them: z's lines are asked into L1 with x, and each vector
+  // is loaded as its y is formed.
+  constexpr bool kZLate = kGate && kDense;
   uint4 raw[VPT], zr[VPT];
   LoadRow<VPT, false, true>(p.x, off, active, lane, tpr, vecs, raw);
-  if constexpr (kGate) LoadRow<VPT>(p.z, off, active, lane, tpr, vecs, zr);
+  const uint4* const z_row =
+      kGate ? reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off)
+            : nullptr;
+  if constexpr (kZLate) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int64_t v = lane + int64_t{i} * tpr;
+      if (active && v < vecs) PrefetchL1(z_row + v);
+    }
+  } else if constexpr (kGate) {
+    LoadRow<VPT>(p.z, off, active, lane, tpr, vecs, zr);
+  }
   // The thread's weight vectors, copied into its own slots while x is in
   // flight (FlatWeightSmemBytes); waited for after the row sum.
   extern __shared__ uint4 wst[];
@@ -648,7 +670,7 @@ __global__ void __launch_bounds__(FlatBlockOf(TPR), FlatMinBlocks(TPR, VPT, kDen
     for (int j = 0; j < 8; ++j) out[j] = out[j] * rstd * wf[j];
     if constexpr (kGate) {
       float zf[8];
-      Unpack(zr[i], zf);
+      Unpack(kZLate ? z_row[v] : zr[i], zf);
 #pragma unroll
       for (int j = 0; j < 8; ++j) out[j] *= zf[j] * Sigmoid(zf[j]);
     }
@@ -1577,7 +1599,10 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
 #define CAKE_FLAT_OF(T, V, G, D) \
   (reverse ? CAKE_FLAT_OF_R(T, V, G, D, true) : CAKE_FLAT_OF_R(T, V, G, D, false))
   if (dense && vecs_per_thread > 1) {
-    if (gate) return nullptr;
+    if (gate) {  // CTA-wide rows only (rmsnorm_silu_gate.fwd.flat.dense)
+      return threads_per_row == 0 && vecs_per_thread == 2 ? CAKE_FLAT_OF(0, 2, true, true)
+                                                          : nullptr;
+    }
 #define CAKE_FLAT_DENSE(T, V) \
   if (threads_per_row == T && vecs_per_thread == V) return CAKE_FLAT_OF(T, V, false, true);
     CAKE_FLAT_DENSE_CONFIGS(CAKE_FLAT_DENSE)

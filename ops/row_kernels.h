@@ -254,7 +254,8 @@ const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reve
 // instances GateFlatRowConfig's and the 64-thread groups), or of a
 // FlatWideRowConfig (CTA-wide rows of 3 or 4 vectors per thread, no gated
 // instances); dense: at 32 registers a thread (2048 threads per SM) at
-// DenseFlatRowConfig's configs (RowKernel::kFlatDense, no gated instances).
+// DenseFlatRowConfig's configs (RowKernel::kFlatDense), with the gate at
+// GateFlatRowConfig's CTA-wide rows (D = 1032..16384) only.
 const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bool slots,
                                  bool reverse = false);
 // The fused backward of a config whose CTA is `block` threads; dh_in: the op

@@ -136,6 +136,35 @@ TEST_F(GpuTest, GateWideRowsOfABf16WeightThroughTheRing) {
   }
 }
 
+// rmsnorm_silu_gate.fwd.flat.dense forms fwd.flat's CTA-wide rows at 32
+// registers (z loaded after the row sum): the same y and rstd bit for bit,
+// forward and recompute (its reversed instance), and so the same backward.
+TEST_F(GpuTest, GateDenseFlatForwardEqualsFlatBitwise) {
+  const TargetDevice target = *TargetDevice::Current();
+  for (int64_t dim : {1032, 4104, 16384}) {
+    for (int64_t tokens : {7, 1031}) {
+      StepSpec spec = Gate(tokens, 1, dim, true);
+      spec.clear_phases();
+      for (Phase p : {FORWARD, RECOMPUTE, BACKWARD}) spec.add_phases(p);
+      const Plan planned = MustPlan(spec);
+      const Plan flat = testing::ForceStage(planned, "rmsnorm_silu_gate.fwd.flat", target);
+      const Plan dense = testing::ForceStage(planned, "rmsnorm_silu_gate.fwd.flat.dense", target);
+      ASSERT_NE(testing::LaunchOf(flat, "rmsnorm_silu_gate.fwd.flat"), nullptr);
+      ASSERT_NE(testing::LaunchOf(dense, "rmsnorm_silu_gate.fwd.flat.dense"), nullptr);
+      const auto buf = MustBuffers(flat);
+      buf->Fill(3);
+      RunPlan(flat, buf->b);
+      const Outputs first(*buf);
+      buf->Poison();
+      CUDA_OK(cudaMemset(buf->b.rstd, 0xff, tokens * 4));  // NaN until written
+      CUDA_OK(cudaMemset(buf->b.dw, 0xff, dim * 4));
+      RunPlan(dense, buf->b);
+      EXPECT_EQ(first.Diff(*buf), 0) << Label(spec);
+      EXPECT_TRUE(testing::CheckOutputs(spec, *buf).Within()) << Label(spec);
+    }
+  }
+}
+
 TEST_F(GpuTest, GateGraphReplayEqualsEager) {
   for (bool det : {true, false}) {
     StepSpec spec = Gate(8192, 32, 128, det);

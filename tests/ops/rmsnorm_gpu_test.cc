@@ -156,6 +156,12 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   residual_fwd.set_residual(true);
   StepSpec gate_groups = RowsSpec(9, 768, true, {FORWARD});
   gate_groups.set_op(RMSNORM_SILU_GATE);
+  // The dense gated rows: 1024 threads, and 288 whose last warp holds one
+  // vector (with the recompute's reversed instance).
+  StepSpec gate_dense = RowsSpec(9, 16384, true, {FORWARD});
+  gate_dense.set_op(RMSNORM_SILU_GATE);
+  StepSpec gate_dense_ckpt = RowsSpec(700, 4104, true);
+  gate_dense_ckpt.set_op(RMSNORM_SILU_GATE);
   const struct {
     StepSpec spec;
     const char* to;
@@ -196,6 +202,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {gate, "rmsnorm_silu_gate.fwd.cta"},
       // Four gated 64-thread row groups a CTA, the last CTA's last three empty.
       {gate_groups, "rmsnorm_silu_gate.fwd.flat.groups"},
+      {gate_dense, "rmsnorm_silu_gate.fwd.flat.dense"},
+      {gate_dense_ckpt, "rmsnorm_silu_gate.fwd.flat.dense"},
   };
   auto run_forced = [&](const Plan& plan, const std::string& to) {
     ASSERT_NE(testing::LaunchOf(plan, to), nullptr) << to;

@@ -875,6 +875,15 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       {65536, 648, "rmsnorm_silu_gate.fwd.flat.groups"},
       {131072, 768, "rmsnorm_silu_gate.fwd.warp"},
       {131072, 776, "rmsnorm_silu_gate.fwd.flat"},
+      // Table .49: the dense CTA-wide rows at D = 7168..16384, and at
+      // 4608..7160 from 16384 rows.
+      {65536, 4600, "rmsnorm_silu_gate.fwd.flat"},
+      {16383, 4608, "rmsnorm_silu_gate.fwd.flat"},
+      {16384, 4608, "rmsnorm_silu_gate.fwd.flat.dense"},
+      {16384, 7160, "rmsnorm_silu_gate.fwd.flat.dense"},
+      {16383, 7160, "rmsnorm_silu_gate.fwd.flat"},
+      {1, 7168, "rmsnorm_silu_gate.fwd.flat.dense"},
+      {1024, 16384, "rmsnorm_silu_gate.fwd.flat.dense"},
   };
   for (const GateForward& g : gate_forwards) {
     StepSpec spec = RowsSpec(g.rows, g.dim);
