@@ -91,7 +91,7 @@ BackwardSmem BackwardSmemOf(const RowConfig& cfg, const StepSpec& spec, bool gat
                                              spec.weight_dtype() == FP32);
   const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in(), bf16_weight);
   return {BwdWeightSmemBytes(dim, bf16_weight) + ring + BwdFoldBytes(cfg, dim),
-          cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate))};
+          cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate))};
 }
 // What its launch asks for: at least as much as keeps its CTAs per SM at the
 // config's (BwdCappedSmemBytes).
@@ -109,7 +109,7 @@ Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevic
   const DetPartition p = DetPartitionOf(s.rows(), s.dim, cfg, gate);
   Geometry g;
   const int64_t resident =
-      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
+      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
   g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec, gate);
@@ -155,7 +155,7 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
   const RowConfig cfg = BackwardRowConfigOf(s.dim, gate);
   const int64_t resident =
-      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
+      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
   Geometry g;
   g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, gate);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));

@@ -20,18 +20,37 @@ inline constexpr int kMaxCtasPerSm = 32;
 // Forward: 1024, 64 registers per thread for the packed row and the next
 // row in flight (the weight sits in shared memory).
 inline constexpr int kThreadsPerSm = 1024;
+// The gate's rows of 2 vectors through the ring at 768 threads per SM
+// (BwdThreadsPerSm; 80 registers, two ring stages): a run-time width of
+// whole warps (96..384 threads a row, kGateRing768MaxThreads; threads_per_row
+// 0 in the kernel's instance) and 256 threads (three row groups in lockstep where 512 threads
+// held two). On the H200 the gated backward (det.partials) ran 0.812-0.917x
+// the time at D = 5120 and 6144 (320 and 384 threads: two CTAs an SM where
+// one fitted) from 4096 rows, 0.922-0.959x at D = 3072 and 4096 from 16384
+// rows, 0.975-1.052x at 1536. The power-of-two rows of 64, 128 and 512
+// threads keep 512: at 80 registers those of 64 and 128 spilled 152 bytes
+// and ran 1.28-1.42x the time, D = 7168 and 8192 (512 threads, one CTA an
+// SM either way) 0.994-1.080x (2026-12-01,
+// bench/results/2026-12-01-h200-gate-bwd-768.txt).
+inline constexpr int kGateRing768MaxThreads = 384;
+constexpr bool BwdGateRingAt768(int threads_per_row, int vecs_per_thread) {
+  const bool pow2 = threads_per_row > 0 && (threads_per_row & (threads_per_row - 1)) == 0;
+  return vecs_per_thread == 2 &&
+         (threads_per_row == 0 || threads_per_row == 256 || (threads_per_row > 32 && !pow2));
+}
 // Backward: the packed x and dy rows (and z) of the rows in flight
 // (BwdRowsInFlight) and a Kahan dw sum (two FP32 values) per column: 768
 // threads (80 registers) with up to 2 vectors per thread, and with the
-// gate's warp rows (one vector per thread); 512 (128 registers) with 4, or
-// with the gate's z in wider rows. The gate's warp rows had 512 threads
-// (two row groups and the next two in flight, 128 registers): 768 threads of
-// one row group and the next ran 0.94-1.00x the time on the H200
-// (16384x48x128 264.1 -> 249.3 us), where a plain kernel streaming the same
-// five tensors ran 1.03x the time with two 256-thread CTAs per SM as with
-// four (2026-11-29).
-constexpr int BwdThreadsPerSm(int vecs_per_thread, bool gate = false) {
-  return vecs_per_thread == 1 || (vecs_per_thread == 2 && !gate) ? 768 : 512;
+// gate's warp rows (one vector per thread) and BwdGateRingAt768's rows; 512
+// (128 registers) with 4, or with the gate's z in its other rows of 2. The
+// gate's warp rows had 512 threads (two row groups and the next two in
+// flight, 128 registers): 768 threads of one row group and the next ran
+// 0.94-1.00x the time on the H200 (16384x48x128 264.1 -> 249.3 us), where a
+// plain kernel streaming the same five tensors ran 1.03x the time with two
+// 256-thread CTAs per SM as with four (2026-11-29).
+constexpr int BwdThreadsPerSm(int threads_per_row, int vecs_per_thread, bool gate = false) {
+  if (vecs_per_thread == 1 || (vecs_per_thread == 2 && !gate)) return 768;
+  return gate && BwdGateRingAt768(threads_per_row, vecs_per_thread) ? 768 : 512;
 }
 // Row groups whose loads a backward thread issues together (a step), where
 // a row is one vector per thread of a warp or less (dim <= 256: 32 bytes of
@@ -301,7 +320,7 @@ constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
 
 // Row groups of a ring width in one CTA, `ctas` CTAs per SM.
 constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool gate, int ctas) {
-  const int groups = BwdThreadsPerSm(vecs_per_thread, gate) / ctas / threads_per_row;
+  const int groups = BwdThreadsPerSm(threads_per_row, vecs_per_thread, gate) / ctas / threads_per_row;
   return (groups > 1 ? groups : 1) * threads_per_row;
 }
 // The backward's CTA: with the ring and a power of two of threads per row,
@@ -335,8 +354,8 @@ inline constexpr int64_t kSmemPerSm = 228 * 1024;
 inline constexpr int64_t kSmemReservedPerCta = 1024;
 // Registers per backward thread: the register file over the threads an SM
 // holds, rounded down to the allocation step of 8.
-constexpr int BwdMaxRegs(int vpt, bool gate) {
-  const int regs = kSmRegisters / BwdThreadsPerSm(vpt, gate);
+constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
+  const int regs = kSmRegisters / BwdThreadsPerSm(threads_per_row, vpt, gate);
   return (regs > 255 ? 255 : regs) / 8 * 8;
 }
 // The registers of a RowBackward instance: BwdMaxRegs, but 128 for the fused
@@ -350,9 +369,10 @@ constexpr int BwdMaxRegs(int vpt, bool gate) {
 // 128 at 512 threads, 152 at the run-time widths up to 416 (ptxas: 128 and
 // 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
-  if (gate || !dh_in) return BwdMaxRegs(vpt, gate);
+  if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
   if (BwdWideRing(threads_per_row, vpt, false)) return threads_per_row == 512 ? 128 : 152;
-  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) ? 128 : BwdMaxRegs(vpt, gate);
+  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) ? 128
+                                                                 : BwdMaxRegs(threads_per_row, vpt, gate);
 }
 // The dynamic shared memory a persistent backward CTA asks for so that no
 // more than `ctas_per_sm` of them fit on an SM: `needed`, or more where
@@ -422,6 +442,7 @@ constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate
   if (BwdWideRing(threads_per_row, vecs_per_thread, gate, bf16_weight_smem)) return 2;
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
+  if (gate && BwdGateRingAt768(threads_per_row, vecs_per_thread)) return 2;
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
 }
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
@@ -436,6 +457,14 @@ constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   const RowConfig pow2 = WideRowConfig(dim, max_vecs, true);
   const int64_t slots = int64_t{pow2.threads_per_row} * pow2.vecs_per_thread;
   RowConfig c = slots * 4 > dim / kVecElems * 5 ? WideRowConfig(dim, max_vecs, false) : pow2;
+  // With the gate, whole warps of 2 vectors wider than kGateRing768MaxThreads
+  // (416 threads, D = 6152..6552) take the power of two, 512 threads: at 768
+  // threads an SM (BwdGateRingAt768) one such CTA would run alone at 80
+  // registers.
+  if (gate && c.vecs_per_thread == 2 && !IsPow2(c.threads_per_row) &&
+      c.threads_per_row > kGateRing768MaxThreads) {
+    c = pow2;
+  }
   c.block = BwdBlockOf(c.threads_per_row, c.vecs_per_thread, gate);
   return c;
 }
@@ -593,7 +622,8 @@ constexpr int64_t BwdUnitRows(int64_t rows_per_block, int64_t step_rows, int64_t
 // rows, counted with the CTAs of the ungated backward) ran 1.2x.
 inline constexpr int64_t kDetBlocksPerCtaPerSm = 132;
 constexpr int64_t DetTargetPartials(const RowConfig& c, bool gate) {
-  return kDetBlocksPerCtaPerSm * c.ctas_per_sm(BwdThreadsPerSm(c.vecs_per_thread, gate));
+  return kDetBlocksPerCtaPerSm *
+         c.ctas_per_sm(BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate));
 }
 constexpr int64_t DetTargetPartials(int64_t dim, bool gate) {
   return DetTargetPartials(BackwardRowConfigOf(dim, gate), gate);

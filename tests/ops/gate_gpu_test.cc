@@ -69,11 +69,18 @@ TEST_F(GpuTest, GateOtherHeadDimsViewsAndDtypes) {
     StepSpec bf16_dw = Gate(8192, 32, 128, det);
     bf16_dw.set_dw_dtype(BF16);
     ExpectWithinBudget(bf16_dw, 2);
-    // Wider heads go through the wide-row kernels: 4096 (2 row groups of
-    // 256 threads per CTA), 1536 and 6144 (one row of 96 or 384 threads).
+    // Wider heads go through the wide-row kernels: 4096 (row groups of 256
+    // threads, three to a CTA), 1536 and 6144 (one row of 96 or 384 threads).
     ExpectWithinBudget(Gate(512, 2, 4096, det), 2);
     ExpectWithinBudget(Gate(8209, 2, 1536, det), 2);
     ExpectWithinBudget(Gate(1031, 2, 6144, det), 2);
+    // Rows of 2 vectors at 768 threads an SM (BwdGateRingAt768), routed to
+    // det.partials: 3 lockstep groups of 256 threads, two CTAs of 352; and
+    // D = 6552, whose 410 threads of whole warps take 512 with the gate
+    // (kGateRing768MaxThreads).
+    ExpectWithinBudget(Gate(4099, 1, 4096, det), 2);
+    ExpectWithinBudget(Gate(6151, 1, 5632, det), 2);
+    ExpectWithinBudget(Gate(2053, 1, 6552, det), 2);
   }
 }
 
@@ -81,26 +88,33 @@ TEST_F(GpuTest, GateLargeZSaturatesWithoutNaN) {
   for (bool det : {true, false}) ExpectWithinBudget(Gate(1031, 48, 128, det), 3, 30.f);
 }
 
+// The warp rows of D = 128, and rows of 2 vectors at 768 threads an SM
+// (BwdGateRingAt768): three 256-thread groups in lockstep (D = 4096) and
+// two 384-thread CTAs (6144).
 TEST_F(GpuTest, GateDeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
-  StepSpec spec = Gate(3534, 48, 128, true);
-  const Plan plan = MustPlan(spec);
-  const auto buf = MustBuffers(plan);
-  buf->Fill(7);
-  RunPlan(plan, buf->b);
-  const Outputs first(*buf);
-  for (int i = 0; i < 20; ++i) {
-    buf->Poison();
+  for (const StepSpec& spec :
+       {Gate(3534, 48, 128, true), Gate(4099, 1, 4096, true), Gate(8209, 1, 6144, true)}) {
+    const Plan plan = MustPlan(spec);
+    ASSERT_NE(testing::LaunchOf(plan, "rmsnorm_silu_gate.bwd.det.partials"), nullptr)
+        << Label(spec);
+    const auto buf = MustBuffers(plan);
+    buf->Fill(7);
     RunPlan(plan, buf->b);
-    ASSERT_EQ(first.Diff(*buf), 0) << "run " << i;
-  }
-  for (uint32_t grid : {1u, 66u, 132u, 264u}) {
-    Plan forced = plan;
-    for (Launch& l : *forced.mutable_launches()) {
-      if (l.program() == "rmsnorm_silu_gate.bwd.det.partials") l.mutable_grid()->set_x(grid);
+    const Outputs first(*buf);
+    for (int i = 0; i < 20; ++i) {
+      buf->Poison();
+      RunPlan(plan, buf->b);
+      ASSERT_EQ(first.Diff(*buf), 0) << Label(spec) << " run " << i;
     }
-    buf->Poison();
-    RunPlan(forced, buf->b);
-    EXPECT_EQ(first.Diff(*buf), 0) << "grid " << grid;
+    for (uint32_t grid : {1u, 66u, 132u, 264u}) {
+      Plan forced = plan;
+      for (Launch& l : *forced.mutable_launches()) {
+        if (l.program() == "rmsnorm_silu_gate.bwd.det.partials") l.mutable_grid()->set_x(grid);
+      }
+      buf->Poison();
+      RunPlan(forced, buf->b);
+      EXPECT_EQ(first.Diff(*buf), 0) << Label(spec) << " grid " << grid;
+    }
   }
 }
 

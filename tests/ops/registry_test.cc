@@ -59,12 +59,17 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     // that comes through the ring, one CTA holds as many row groups as an
     // SM's backward threads take (they reduce in lockstep), else one. Its
     // weight (FP32, or BF16 where kept so), ring and fold fit a CTA's shared
-    // memory.
+    // memory. The gate's rows are the same but for whole warps of 2 vectors
+    // wider than kGateRing768MaxThreads (D = 6152..6552), which take 512.
     for (bool gate : {false, true}) {
       const RowConfig c = gate ? gated_bwd : bwd;
-      ASSERT_EQ(c.threads_per_row, bwd.threads_per_row) << dim;
+      const bool gate_pow2 = gate && dim >= 6152 && dim <= 6552;
+      ASSERT_EQ(gate_pow2, bwd.vecs_per_thread == 2 && !IsPow2(bwd.threads_per_row) &&
+                               bwd.threads_per_row > kGateRing768MaxThreads && gate)
+          << dim;
+      ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
       ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
-      ASSERT_LE(c.block, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
+      ASSERT_LE(c.block, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
         for (bool w_fp32 : {false, true}) {
           const bool bf16_w = BwdBf16WeightSmem(c.threads_per_row, c.vecs_per_thread, gate, w_fp32);
@@ -81,7 +86,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       }
       if (c.threads_per_row <= 32) continue;
       if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
-        ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.vecs_per_thread, gate)) << dim;
+        ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
       } else {
         ASSERT_EQ(c.rows_per_cta(), 1) << dim;
       }
@@ -150,9 +155,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
         << dim;
     if (lockstep_only) {
       ASSERT_GT(lock.rows_per_cta(), 1) << dim;
-      ASSERT_LE(lock.block, BwdThreadsPerSm(lock.vecs_per_thread)) << dim;
+      ASSERT_LE(lock.block, BwdThreadsPerSm(lock.threads_per_row, lock.vecs_per_thread)) << dim;
       // Its CTAs per SM hold as many row groups as fit the SM's threads.
-      const int per_sm = BwdThreadsPerSm(lock.vecs_per_thread);
+      const int per_sm = BwdThreadsPerSm(lock.threads_per_row, lock.vecs_per_thread);
       ASSERT_EQ(lock.ctas_per_sm(per_sm), kLockstepCtasPerSm) << dim;
       ASSERT_GT(lock.ctas_per_sm(per_sm) * lock.block + lock.threads_per_row, per_sm) << dim;
       for (bool dh_in : {false, true}) {
@@ -586,7 +591,7 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
       const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
       ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
       ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
-      ASSERT_LE(g.grid.x(), 132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread)));
+      ASSERT_LE(g.grid.x(), 132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread)));
       ASSERT_EQ(g.rows_per_block % cfg.rows_per_cta(), 0) << dim;
       if (g.rows_per_block >= 2 * BwdRowsPerStep(cfg, false)) {
         ASSERT_EQ(g.rows_per_block % BwdRowsPerStep(cfg, false), 0) << dim;
@@ -620,7 +625,7 @@ TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
         const RowConfig cfg = FindProgram(program)->row_config(dim);
         const Geometry g = FindProgram(program)->geometry(spec, h200);
         ASSERT_LE(g.dynamic_smem_bytes, h200.max_smem_per_block_optin) << program << " " << dim;
-        const int64_t ctas = cfg.ctas_per_sm(BwdThreadsPerSm(cfg.vecs_per_thread, gate));
+        const int64_t ctas = cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
         ASSERT_LE(ctas * (g.dynamic_smem_bytes + kReservedPerCta), kSmemPerSm)
             << program << " dim " << dim << ": " << ctas << " CTAs of " << g.dynamic_smem_bytes
             << " bytes";

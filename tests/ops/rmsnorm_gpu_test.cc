@@ -162,6 +162,13 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   gate_dense.set_op(RMSNORM_SILU_GATE);
   StepSpec gate_dense_ckpt = RowsSpec(700, 4104, true);
   gate_dense_ckpt.set_op(RMSNORM_SILU_GATE);
+  // The gated rows of 2 vectors at 768 threads an SM (BwdGateRingAt768):
+  // three 256-thread groups in lockstep with rows short of a step, and a
+  // run-time width of 352 threads.
+  StepSpec gate_lockstep = RowsSpec(13, 4096, true);
+  gate_lockstep.set_op(RMSNORM_SILU_GATE);
+  StepSpec gate_352 = RowsSpec(7, 5632, true);
+  gate_352.set_op(RMSNORM_SILU_GATE);
   const struct {
     StepSpec spec;
     const char* to;
@@ -204,6 +211,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {gate_groups, "rmsnorm_silu_gate.fwd.flat.groups"},
       {gate_dense, "rmsnorm_silu_gate.fwd.flat.dense"},
       {gate_dense_ckpt, "rmsnorm_silu_gate.fwd.flat.dense"},
+      {gate_lockstep, "rmsnorm_silu_gate.bwd.det.partials"},
+      {gate_352, "rmsnorm_silu_gate.bwd.det.partials"},
   };
   auto run_forced = [&](const Plan& plan, const std::string& to) {
     ASSERT_NE(testing::LaunchOf(plan, to), nullptr) << to;
