@@ -108,8 +108,9 @@ Geometry DetBlocks(const RowConfig& cfg, const StepSpec& spec, const TargetDevic
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
   const DetPartition p = DetPartitionOf(s.rows(), s.dim, cfg, gate);
   Geometry g;
-  const int64_t resident =
-      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
+  const int64_t resident = int64_t{device.sm_count} *
+                           cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row,
+                                                           cfg.vecs_per_thread, gate));
   g.grid = D3(std::max<int64_t>(1, std::min(p.partials, resident)));
   g.block = D3(cfg.block);
   g.dynamic_smem_bytes = BackwardSmemBytes(cfg, spec, gate);
@@ -154,8 +155,9 @@ Geometry BackwardKb(const StepSpec& spec, const TargetDevice& device) {
   const RowShape s = RowShapeOf(spec);
   const bool gate = spec.op() == RMSNORM_SILU_GATE;
   const RowConfig cfg = BackwardRowConfigOf(s.dim, gate);
-  const int64_t resident =
-      int64_t{device.sm_count} * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
+  const int64_t resident = int64_t{device.sm_count} *
+                           cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row,
+                                                           cfg.vecs_per_thread, gate));
   Geometry g;
   g.rows_per_block = BwdBlockRows(CeilDiv(s.rows(), resident), cfg, gate);
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), g.rows_per_block)));

@@ -320,7 +320,8 @@ constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
 
 // Row groups of a ring width in one CTA, `ctas` CTAs per SM.
 constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool gate, int ctas) {
-  const int groups = BwdThreadsPerSm(threads_per_row, vecs_per_thread, gate) / ctas / threads_per_row;
+  const int per_sm = BwdThreadsPerSm(threads_per_row, vecs_per_thread, gate);
+  const int groups = per_sm / ctas / threads_per_row;
   return (groups > 1 ? groups : 1) * threads_per_row;
 }
 // The backward's CTA: with the ring and a power of two of threads per row,
@@ -371,8 +372,8 @@ constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
   if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
   if (BwdWideRing(threads_per_row, vpt, false)) return threads_per_row == 512 ? 128 : 152;
-  return threads_per_row == 512 && BwdRing(threads_per_row, vpt) ? 128
-                                                                 : BwdMaxRegs(threads_per_row, vpt, gate);
+  if (threads_per_row == 512 && BwdRing(threads_per_row, vpt)) return 128;
+  return BwdMaxRegs(threads_per_row, vpt, gate);
 }
 // The dynamic shared memory a persistent backward CTA asks for so that no
 // more than `ctas_per_sm` of them fit on an SM: `needed`, or more where

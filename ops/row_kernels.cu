@@ -555,10 +555,10 @@ __global__ void __launch_bounds__(MaxBlockOf(TPR), MinBlocksOf(TPR))
 // CTA an SM at D = 16384, 0.79 of copy; dense 0.995-1.02 from 16384 rows),
 // at D = 4608-6144 0.84-0.96x from 16384 rows but 1.05-1.12x at 2048-8192
 // and at D = 4096 1.07-1.12x (2026-12-01,
-// bench/results/2026-12-01-h200-gate-fwd-dense.txt). The gated rows of 64 threads (rmsnorm_silu_gate.fwd.flat.groups): up to 64
-// registers (four CTAs an SM; 48 with the weight's slots, five); at 40 they
-// spilled 4 bytes and ran 1.02-1.05x the time of one row a CTA at D = 1024
-// (H200, 2026-11-30).
+// bench/results/2026-12-01-h200-gate-fwd-dense.txt). The gated rows of 64
+// threads (rmsnorm_silu_gate.fwd.flat.groups): up to 64 registers (four CTAs
+// an SM; 48 with the weight's slots, five); at 40 they spilled 4 bytes and
+// ran 1.02-1.05x the time of one row a CTA at D = 1024 (H200, 2026-11-30).
 constexpr int FlatBlockOf(int tpr) { return tpr == 0 ? kMaxFlatBlock : FlatGroupBlock(tpr); }
 constexpr int FlatMinBlocks(int tpr, int vpt, bool dense, bool gate) {
   if (gate && tpr == 64) return 1024 / FlatBlockOf(tpr);
@@ -772,10 +772,9 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
   // Where a row group of whole warps holds 2 vectors per thread, or 4
   // (BwdWideRing: the gated ones up to 416 threads, at 512 with kBf16W),
-  // the next rows are
-  // copied asynchronously into a ring of kStages steps (BwdAsyncStages);
-  // with several such row groups in the CTA, they reduce their steps in
-  // lockstep (BwdBlockOf), each its own rows.
+  // the next rows are copied asynchronously into a ring of kStages steps
+  // (BwdAsyncStages); with several such row groups in the CTA, they reduce
+  // their steps in lockstep (BwdBlockOf), each its own rows.
   constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn, kBf16W);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
@@ -797,11 +796,12 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr bool kFirstStepAhead = kPrefetch || (kStages == 0 && kRstdWithRows);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   static_assert(!kBf16W || (kGate && kStages > 0 && kRows == 1), "BF16 weight: the gated ring");
-  // [dim] the weight in FP32 (BF16 with kBf16W), then [kRows][dim] FP64 for the fold when
-  // kRows > 1 without the ring (dim is a multiple of 8, so the fold is
-  // 8-byte aligned), or the ring: [kStages][kDepth][kTensors][VPT][threads]
-  // vectors, each thread's own (it reads only what it copied, so no barrier
-  // guards the ring), followed by the lockstep groups' fold (BwdFoldBytes).
+  // [dim] the weight in FP32 (BF16 with kBf16W), then [kRows][dim] FP64
+  // for the fold when kRows > 1 without the ring (dim is a multiple of 8,
+  // so the fold is 8-byte aligned), or the ring:
+  // [kStages][kDepth][kTensors][VPT][threads] vectors, each thread's own (it
+  // reads only what it copied, so no barrier guards the ring), followed by
+  // the lockstep groups' fold (BwdFoldBytes).
   extern __shared__ float smem[];
   __shared__ float scratch[2][kDepth * kBlock / 32];
   // Where each step's rows are loaded into registers after the step before

@@ -86,7 +86,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       }
       if (c.threads_per_row <= 32) continue;
       if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
-        ASSERT_GT(c.block + c.threads_per_row, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
+        ASSERT_GT(c.block + c.threads_per_row,
+                  BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate))
+            << dim;
       } else {
         ASSERT_EQ(c.rows_per_cta(), 1) << dim;
       }
@@ -591,7 +593,8 @@ TEST(RegistryTest, KbRowBlocksCoverRows) {
       const Geometry g = FindProgram("rmsnorm.bwd.kb")->geometry(spec, h200);
       ASSERT_GE(g.grid.x() * g.rows_per_block, tokens);
       ASSERT_LT((g.grid.x() - 1) * g.rows_per_block, tokens);
-      ASSERT_LE(g.grid.x(), 132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread)));
+      ASSERT_LE(g.grid.x(),
+                132u * cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread)));
       ASSERT_EQ(g.rows_per_block % cfg.rows_per_cta(), 0) << dim;
       if (g.rows_per_block >= 2 * BwdRowsPerStep(cfg, false)) {
         ASSERT_EQ(g.rows_per_block % BwdRowsPerStep(cfg, false), 0) << dim;
@@ -625,7 +628,8 @@ TEST(RegistryTest, BackwardSharedMemoryFitsTheResidentCtas) {
         const RowConfig cfg = FindProgram(program)->row_config(dim);
         const Geometry g = FindProgram(program)->geometry(spec, h200);
         ASSERT_LE(g.dynamic_smem_bytes, h200.max_smem_per_block_optin) << program << " " << dim;
-        const int64_t ctas = cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
+        const int64_t ctas =
+            cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate));
         ASSERT_LE(ctas * (g.dynamic_smem_bytes + kReservedPerCta), kSmemPerSm)
             << program << " dim " << dim << ": " << ctas << " CTAs of " << g.dynamic_smem_bytes
             << " bytes";
