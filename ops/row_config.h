@@ -22,16 +22,17 @@ inline constexpr int kMaxCtasPerSm = 32;
 inline constexpr int kThreadsPerSm = 1024;
 // The gate's rows of 2 vectors through the ring at 768 threads per SM
 // (BwdThreadsPerSm; 80 registers, two ring stages): a run-time width of
-// whole warps (96..384 threads a row, kGateRing768MaxThreads; threads_per_row
-// 0 in the kernel's instance) and 256 threads (three row groups in lockstep where 512 threads
-// held two). On the H200 the gated backward (det.partials) ran 0.812-0.917x
-// the time at D = 5120 and 6144 (320 and 384 threads: two CTAs an SM where
-// one fitted) from 4096 rows, 0.922-0.959x at D = 3072 and 4096 from 16384
-// rows, 0.975-1.052x at 1536. The power-of-two rows of 64, 128 and 512
-// threads keep 512: at 80 registers those of 64 and 128 spilled 152 bytes
-// and ran 1.28-1.42x the time, D = 7168 and 8192 (512 threads, one CTA an
-// SM either way) 0.994-1.080x (2026-12-01,
-// bench/results/2026-12-01-h200-gate-bwd-768.txt).
+// whole warps (96..384 threads a row, kGateRing768MaxThreads;
+// threads_per_row 0 in the kernel's instance) and 256 threads (three row
+// groups in lockstep where 512 threads held two). On the H200 the gated
+// backward (det.partials) ran 0.799-0.917x the time at D = 4608-6144
+// (288-384 threads: two CTAs an SM where one fitted) from 4096 rows,
+// 0.906-0.982x at D = 2560-4096 from 16384 rows, but 1.018-1.026x at 4096
+// rows of D = 2560 and 4096 and 1.06x at [4096, 1536] (where split runs).
+// The power-of-two rows of 64, 128 and 512 threads keep 512: at 80
+// registers those of 64 and 128 spilled 152 bytes and ran 1.28-1.42x the
+// time, D = 7168 and 8192 (512 threads, one CTA an SM either way)
+// 0.994-1.080x (2026-12-01, bench/results/2026-12-01-h200-gate-bwd-768.txt).
 inline constexpr int kGateRing768MaxThreads = 384;
 constexpr bool BwdGateRingAt768(int threads_per_row, int vecs_per_thread) {
   const bool pow2 = threads_per_row > 0 && (threads_per_row & (threads_per_row - 1)) == 0;
