@@ -81,6 +81,10 @@ TEST_F(GpuTest, GateOtherHeadDimsViewsAndDtypes) {
     ExpectWithinBudget(Gate(4099, 1, 4096, det), 2);
     ExpectWithinBudget(Gate(6151, 1, 5632, det), 2);
     ExpectWithinBudget(Gate(2053, 1, 6552, det), 2);
+    // Past 16384 rows, kb in the non-deterministic mode (its FP64 atomics
+    // from two CTAs an SM, and from the lockstep groups' fold).
+    ExpectWithinBudget(Gate(16411, 1, 5632, det), 1);
+    ExpectWithinBudget(Gate(16411, 1, 4096, det), 1);
   }
 }
 
