@@ -34,10 +34,10 @@ inline constexpr int kThreadsPerSm = 1024;
 // time, D = 7168 and 8192 (512 threads, one CTA an SM either way)
 // 0.994-1.080x (2026-12-01, bench/results/2026-12-01-h200-gate-bwd-768.txt).
 inline constexpr int kGateRing768MaxThreads = 384;
+constexpr bool IsPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 constexpr bool BwdGateRingAt768(int threads_per_row, int vecs_per_thread) {
-  const bool pow2 = threads_per_row > 0 && (threads_per_row & (threads_per_row - 1)) == 0;
-  return vecs_per_thread == 2 &&
-         (threads_per_row == 0 || threads_per_row == 256 || (threads_per_row > 32 && !pow2));
+  return vecs_per_thread == 2 && (threads_per_row == 0 || threads_per_row == 256 ||
+                                  (threads_per_row > 32 && !IsPow2(threads_per_row)));
 }
 // Backward: the packed x and dy rows (and z) of the rows in flight
 // (BwdRowsInFlight) and a Kahan dw sum (two FP32 values) per column: 768
@@ -155,8 +155,6 @@ constexpr int NextPow2(int64_t v) {
   while (p < v) p <<= 1;
   return p;
 }
-
-constexpr bool IsPow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 constexpr int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }

@@ -152,12 +152,12 @@ __device__ __forceinline__ void StageWeight(const void* w, int w_fp32, int64_t v
   for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
     if constexpr (kBf16) {
       reinterpret_cast<uint4*>(wsm)[v] = __ldg(reinterpret_cast<const uint4*>(w) + v);
-      continue;
-    }
-    float f[8];
-    LoadWeight(w, w_fp32, v, f);
+    } else {
+      float f[8];
+      LoadWeight(w, w_fp32, v, f);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
+      for (int j = 0; j < 8; ++j) wsm[v * 8 + j] = f[j];
+    }
   }
   __syncthreads();
 }

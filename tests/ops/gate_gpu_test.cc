@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -143,10 +142,7 @@ TEST_F(GpuTest, GateWideRowsOfABf16WeightThroughTheRing) {
     std::vector<uint16_t> w_bits(dim);
     std::vector<float> w(dim);
     CUDA_OK(cudaMemcpy(w_bits.data(), a->b.w, dim * 2, cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < dim; ++i) {
-      const uint32_t u = static_cast<uint32_t>(w_bits[i]) << 16;
-      std::memcpy(&w[i], &u, 4);
-    }
+    for (int64_t i = 0; i < dim; ++i) w[i] = static_cast<float>(testing::HostBf16(w_bits[i]));
     CUDA_OK(cudaMemcpy(const_cast<void*>(b->b.w), w.data(), dim * 4, cudaMemcpyHostToDevice));
     RunPlan(bf16_plan, a->b);
     RunPlan(fp32_plan, b->b);

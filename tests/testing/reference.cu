@@ -223,13 +223,6 @@ Violations RunReference(const RefInputs& in, const RefOutputs& out, std::vector<
   return Violations{v[0], v[1], v[2], v[3], v[4]};
 }
 
-double HostBf16(uint16_t bits) {
-  uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 uint16_t HostToBf16(float f) {  // round to nearest even
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -245,6 +238,13 @@ std::vector<uint16_t> HostCopyBf16(const void* p, int64_t n) {
 }
 
 }  // namespace
+
+double HostBf16(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 bool HasCudaDevice() {
   int n = 0;

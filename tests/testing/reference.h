@@ -19,6 +19,8 @@ void FillBf16(void* p, int64_t n, uint64_t seed, float scale, float offset = 0.f
 void FillF32(float* p, int64_t n, uint64_t seed, float scale, float offset = 0.f);
 // Sets element `index` of a BF16 buffer.
 void SetBf16(void* p, int64_t index, float value);
+// The value of a BF16 bit pattern (exact in FP32 and FP64).
+double HostBf16(uint16_t bits);
 
 struct RefInputs {
   RowLayout layout;

@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "ops/shape.h"
@@ -93,10 +92,7 @@ std::vector<float> StepBuffers::Dw() const {
   } else {
     std::vector<uint16_t> bits(dim);
     cudaMemcpy(bits.data(), b.dw, dim * 2, cudaMemcpyDeviceToHost);
-    for (int64_t i = 0; i < dim; ++i) {
-      const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-      std::memcpy(&out[i], &u, 4);
-    }
+    for (int64_t i = 0; i < dim; ++i) out[i] = static_cast<float>(HostBf16(bits[i]));
   }
   return out;
 }
