@@ -78,37 +78,51 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
 // Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
-// group per SM) comes through a ring of two stages too (the weight and
-// three stages would not fit at 512 threads): without the gate at every
-// width, with it up to 416 threads (D <= 13104; x, dy and z of two stages
-// and an FP32 weight do not fit at 512) and at 512 with a BF16 weight kept
-// as such (bf16_weight_smem, BwdBf16WeightSmem). Loaded into registers at
-// the start of each step, one row in flight per SM, the backward had run at 0.55-0.66 of
-// copy bandwidth from 16384 rows at H = 8704-12288; with the ring it ran
-// 0.65-0.75x that time from 4096 rows there (0.82-0.94 of copy from 16384
-// rows), 0.73-0.80x at 1024, H = 14336 and 16384 0.84-0.92x, the fused
-// residual's [16384, 12288] 0.80x. Three stages up to 416 threads ran
-// 0.996-1.027x two's time. The gated rows at D = 8704-12288 ran 0.57-0.70x
-// (0.34-0.56 -> 0.51-0.90 of copy), their instance's spill 148 -> 8 bytes
-// (H200, 2026-12-01, bench/results/2026-12-01-h200-bwd-wide-ring.txt).
-constexpr bool BwdWideRing(int threads_per_row, int vecs_per_thread, bool gate,
-                           bool bf16_weight_smem = false) {
-  return vecs_per_thread == 4 && (!gate || threads_per_row != 512 || bf16_weight_smem);
-}
+// group per SM) comes through a ring of two stages (the weight and three
+// stages would not fit at 512 threads): every row of 4 vectors. The gated
+// rows of 512 threads (D = 13112..16384) keep a BF16 weight as such
+// (BwdBf16WeightSmem) or take z through one stage (BwdZOneStage), since x,
+// dy and z of two stages (192 KB) and an FP32 weight do not fit a CTA.
+// Loaded into registers at the start of each step, one row in flight per
+// SM, the backward had run at 0.55-0.66 of copy bandwidth from 16384 rows
+// at H = 8704-12288; with the ring it ran 0.65-0.75x that time from 4096
+// rows there (0.82-0.94 of copy from 16384 rows), 0.73-0.80x at 1024, H =
+// 14336 and 16384 0.84-0.92x, the fused residual's [16384, 12288] 0.80x.
+// Three stages up to 416 threads ran 0.996-1.027x two's time. The gated
+// rows at D = 8704-12288 ran 0.57-0.70x (0.34-0.56 -> 0.51-0.90 of copy),
+// their instance's spill 148 -> 8 bytes (H200, 2026-12-01,
+// bench/results/2026-12-01-h200-bwd-wide-ring.txt).
+constexpr bool BwdWideRing(int vecs_per_thread) { return vecs_per_thread == 4; }
 // Whether a backward CTA keeps the weight in shared memory as BF16, as it is
 // given, rather than widened to FP32: the gated rows of 512 threads of 4
 // vectors (D = 13112..16384) with a BF16 weight, whose x, dy and z of two
 // ring stages (192 KB) and a BF16 weight (32 KB at D = 16384) fit a CTA
-// where an FP32 one does not (BwdWideRing). An FP32 weight keeps the rows
-// loaded into registers a step at a time there. On the H200 the gated
-// backward at D = 13112-16384 ran 0.74-0.79x the time from 1024 to 16384
-// rows (0.63-0.70 -> 0.84-0.89 of copy at 16384 rows; the checkpointed
-// steps 0.86-0.90x); the instance uses 128 registers and spills none, where
-// the FP32 weight's spills 136 bytes (2026-12-01,
+// where an FP32 one does not. On the H200 the gated backward at D =
+// 13112-16384 ran 0.74-0.79x the time from 1024 to 16384 rows against the
+// rows loaded into registers a step at a time (0.63-0.70 -> 0.84-0.89 of
+// copy at 16384 rows; the checkpointed steps 0.86-0.90x); the instance uses
+// 128 registers and spills none (2026-12-01,
 // bench/results/2026-12-01-h200-gate-bf16-weight-ring.txt).
 constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool gate,
                                  bool w_fp32) {
   return gate && vecs_per_thread == 4 && threads_per_row == 512 && !w_fp32;
+}
+// Whether the gated rows of 512 threads of 4 vectors with an FP32 weight
+// (64 KB at D = 16384) take z through one ring stage beside x and dy's two
+// (160 KB in all): each thread's slot of z vector i is copied the next
+// row's vector as pass 2 of this row has read it, so the next row's x and
+// dy are in flight through the whole step and its z through pass 2. Against
+// the rows loaded into registers a step at a time (one row in flight an
+// SM), the backward ran 0.746-0.825x the time from 1024 to 65536 rows
+// (0.62-0.70 -> 0.82-0.92 of copy from 16384 rows), the checkpointed steps
+// 0.848-0.875x; ptxas 128 registers, no spill. A BF16
+// weight through the same path (widened in shared memory) ran 0.98x the
+// time of its own instance from 16384 rows at D = 14336-16384 but
+// 1.01-1.04x at 1024-4096 rows and D = 13112 (H200, 2026-12-01,
+// bench/results/2026-12-01-h200-gate-z-one-stage.txt).
+constexpr bool BwdZOneStage(int threads_per_row, int vecs_per_thread, bool gate,
+                            bool bf16_weight_smem) {
+  return gate && vecs_per_thread == 4 && threads_per_row == 512 && !bf16_weight_smem;
 }
 // The backward's weight in shared memory (BwdBf16WeightSmem: 2 bytes a
 // column, else 4).
@@ -370,7 +384,7 @@ constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
 // 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
   if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
-  if (BwdWideRing(threads_per_row, vpt, false)) return threads_per_row == 512 ? 128 : 152;
+  if (BwdWideRing(vpt)) return threads_per_row == 512 ? 128 : 152;
   if (threads_per_row == 512 && BwdRing(threads_per_row, vpt)) return 128;
   return BwdMaxRegs(threads_per_row, vpt, gate);
 }
@@ -422,7 +436,7 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 // registers held across the barrier for it cost 1.02-1.14x the time.
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
   return BwdRing(threads_per_row, vecs_per_thread) ||
-         BwdWideRing(threads_per_row, vecs_per_thread, false);
+         BwdWideRing(vecs_per_thread);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
 // each with BwdRingPairs, 2 with BwdWideRing), 0 without it; 2 of one row
@@ -437,9 +451,8 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
 // rows, 0.992-0.995x at 65536 and 131072, H = 3584 0.985-0.990x; level at
 // the other widths, but the fused residual's [16384 | 65536, 4096] ran 1.30x
 // (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
-constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in,
-                             bool bf16_weight_smem = false) {
-  if (BwdWideRing(threads_per_row, vecs_per_thread, gate, bf16_weight_smem)) return 2;
+constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
+  if (BwdWideRing(vecs_per_thread)) return 2;
   if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   if (gate && BwdGateRingAt768(threads_per_row, vecs_per_thread)) return 2;
@@ -550,10 +563,11 @@ constexpr RowConfig SplitRowConfig(int64_t dim) {
 
 constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate, bool dh_in,
                                bool bf16_weight_smem = false) {
-  return int64_t{BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in,
-                                bf16_weight_smem)} *
-         BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate) * (gate ? 3 : 2) *
-         c.vecs_per_thread * c.block * 16;
+  const int tensor_stages =
+      BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in) *
+          BwdRowsInFlight(c.threads_per_row, c.vecs_per_thread, gate) * (gate ? 3 : 2) -
+      (BwdZOneStage(c.threads_per_row, c.vecs_per_thread, gate, bf16_weight_smem) ? 1 : 0);
+  return int64_t{tensor_stages} * c.vecs_per_thread * c.block * 16;
 }
 // The backward's FP64 fold of its row groups' dw sums in shared memory:
 // one row per group (warp rows), or, for the lockstep groups (BwdBlockOf),

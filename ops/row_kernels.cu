@@ -771,12 +771,16 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr int kBlock = TPR > 0 ? BwdLockstepBlockOf(TPR, VPT, kGate) : MaxBlockOf(TPR);
   constexpr int kRows = TPR > 0 ? kBlock / TPR : 1;
   // Where a row group of whole warps holds 2 vectors per thread, or 4
-  // (BwdWideRing: the gated ones up to 416 threads, at 512 with kBf16W),
-  // the next rows are copied asynchronously into a ring of kStages steps
-  // (BwdAsyncStages); with several such row groups in the CTA, they reduce
-  // their steps in lockstep (BwdBlockOf), each its own rows.
-  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn, kBf16W);
+  // (BwdWideRing), the next rows are copied asynchronously into a ring of
+  // kStages steps (BwdAsyncStages); with several such row groups in the CTA,
+  // they reduce their steps in lockstep (BwdBlockOf), each its own rows.
+  constexpr int kStages = BwdAsyncStages(TPR, VPT, kGate, kDhIn);
   constexpr int kTensors = kGate ? 3 : 2;  // x, dy (, z)
+  // The gated rows of 512 threads with an FP32 weight (BwdZOneStage): z has
+  // one slot a vector beside x and dy's kStages, refilled with the next
+  // row's z in pass 2 (copy_z).
+  constexpr bool kZOneStage = BwdZOneStage(TPR, VPT, kGate, kBf16W);
+  constexpr int kStagedTensors = kZOneStage ? 2 : kTensors;
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
   // Rows per row group and step: 3 for the ungated warp rows (loaded into
   // registers), 2 for the ring's 512-thread rows (BwdRingPairs), else 1.
@@ -790,18 +794,18 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   constexpr bool kFp32Partials = BwdMayWriteFp32Partials(TPR, VPT, kGate);
   // Whether a block's first step is loaded into registers ahead of its
   // loop: with kPrefetch, and in the ungated warp rows (three row groups a
-  // step, each next step's loads issued at the end of the step before). The
-  // gated 512-thread rows of 4 vectors per thread load each step at its
-  // start (ahead of the loop, they spilled 120 bytes more).
+  // step, each next step's loads issued at the end of the step before).
   constexpr bool kFirstStepAhead = kPrefetch || (kStages == 0 && kRstdWithRows);
   static_assert(!kDhIn || (kStages > 0 && !kGate), "dh_in early: the ring's rows, no gate");
   static_assert(!kBf16W || (kGate && kStages > 0 && kRows == 1), "BF16 weight: the gated ring");
+  static_assert(!kZOneStage || (kStages == 2 && kRows == 1 && kDepth == 1), "z's stage: one row");
   // [dim] the weight in FP32 (BF16 with kBf16W), then [kRows][dim] FP64
   // for the fold when kRows > 1 without the ring (dim is a multiple of 8,
   // so the fold is 8-byte aligned), or the ring:
   // [kStages][kDepth][kTensors][VPT][threads] vectors, each thread's own (it
-  // reads only what it copied, so no barrier guards the ring), followed by
-  // the lockstep groups' fold (BwdFoldBytes).
+  // reads only what it copied, so no barrier guards the ring; with
+  // kZOneStage [kStages][2][VPT][threads] and z's [VPT][threads]), followed
+  // by the lockstep groups' fold (BwdFoldBytes).
   extern __shared__ float smem[];
   __shared__ float scratch[2][kDepth * kBlock / 32];
   // Where each step's rows are loaded into registers after the step before
@@ -837,10 +841,11 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   const uint4* const wsm_bf16 = reinterpret_cast<const uint4*>(smem);  // kBf16W
   uint4* const ring = reinterpret_cast<uint4*>(smem + (kBf16W ? dim / 2 : dim));
   // The ring slot of vector i of tensor t of the step's d-th row group in
-  // stage `stage`.
+  // stage `stage` (z's one slot with kZOneStage).
   auto slot_of = [&](int stage, int d, int t, int i) {
-    uint4* const stage_base = ring + stage * (kDepth * kTensors * VPT) * threads;
-    return stage_base + ((d * kTensors + t) * VPT + i) * threads + threadIdx.x;
+    if (kZOneStage && t == 2) return ring + (kStages * 2 * VPT + i) * threads + threadIdx.x;
+    uint4* const stage_base = ring + stage * (kDepth * kStagedTensors * VPT) * threads;
+    return stage_base + ((d * kStagedTensors + t) * VPT + i) * threads + threadIdx.x;
   };
   // Block b of the partition reads units of `unit` rows: b, b + blocks,
   // b + 2 * blocks, ... (BwdUnitRows).
@@ -859,7 +864,11 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   // counts steps).
   Row copy_block = blockIdx.x;
   UnitCursorOf<Row> copy = FirstUnit(copy_block, unit, rows);
+  // With kZOneStage, z's row of the step copy_next copied last (null past
+  // the last row), whose vectors copy_z copies once their slots are read.
+  const uint4* z_next = nullptr;
   auto copy_next = [&](int stage) {
+    if (kZOneStage) z_next = nullptr;
     if (copy_block < static_cast<Row>(p.blocks)) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d) {
@@ -867,8 +876,11 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
         if (kPartialSteps && row >= copy.end) continue;
         const int64_t off = row_offset(row);
         const void* const src[3] = {p.x, p.dy, p.z};
+        if (kZOneStage) {
+          z_next = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.z) + off);
+        }
 #pragma unroll
-        for (int t = 0; t < kTensors; ++t) {
+        for (int t = 0; t < kStagedTensors; ++t) {
           const uint4* s =
               reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(src[t]) + off);
 #pragma unroll
@@ -885,10 +897,22 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
     }
     CommitCopies();
   };
+  // Vector i of z_next into its slot (kZOneStage), in a group of its own
+  // that pass 2 commits after the step's copy_next: WaitCopies<kStages - 1>
+  // then waits for it too.
+  auto copy_z = [&](int i) {
+    const int v = lane + i * tpr;
+    if (z_next != nullptr && v < vecs) CopyAsync(slot_of(0, 0, 2, i), z_next + v);
+  };
   int stage = 0;  // the ring stage of the step being reduced
   if constexpr (kStages > 0) {
 #pragma unroll
     for (int k = 0; k < kStages - 1; ++k) copy_next(k);
+  }
+  if constexpr (kZOneStage) {
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) copy_z(i);
+    CommitCopies();
   }
 
   StageWeight<kBf16W>(p.w, p.w_fp32, vecs, wsm);
@@ -1151,6 +1175,8 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
                 total[i][j] = t;
               }
             }
+            // Its slot of z is read (z's values are in this vector's terms).
+            if constexpr (kZOneStage) copy_z(i);
             if (!active) continue;
             if (kDhIn || p.dh_in != nullptr) {
               const uint4* dh =
@@ -1166,6 +1192,7 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
             }
           }  // e
         }  // i
+        if constexpr (kZOneStage) CommitCopies();
       }  // d0
       if (kPrefetch) {
 #pragma unroll

@@ -91,12 +91,16 @@ TEST_F(GpuTest, GateLargeZSaturatesWithoutNaN) {
   for (bool det : {true, false}) ExpectWithinBudget(Gate(1031, 48, 128, det), 3, 30.f);
 }
 
-// The warp rows of D = 128, and rows of 2 vectors at 768 threads an SM
+// The warp rows of D = 128, rows of 2 vectors at 768 threads an SM
 // (BwdGateRingAt768): three 256-thread groups in lockstep (D = 4096) and
-// two 384-thread CTAs (6144).
+// two 384-thread CTAs (6144); and the 512-thread rows with an FP32 weight,
+// z through one ring stage (BwdZOneStage), whose slots take the next
+// block's first row where a CTA has several blocks (grids of 1 and 66).
 TEST_F(GpuTest, GateDeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
-  for (const StepSpec& spec :
-       {Gate(3534, 48, 128, true), Gate(4099, 1, 4096, true), Gate(8209, 1, 6144, true)}) {
+  StepSpec fp32_16384 = Gate(1031, 1, 16384, true);
+  fp32_16384.set_weight_dtype(FP32);
+  for (const StepSpec& spec : {Gate(3534, 48, 128, true), Gate(4099, 1, 4096, true),
+                               Gate(8209, 1, 6144, true), fp32_16384}) {
     const Plan plan = MustPlan(spec);
     ASSERT_NE(testing::LaunchOf(plan, "rmsnorm_silu_gate.bwd.det.partials"), nullptr)
         << Label(spec);
@@ -121,16 +125,21 @@ TEST_F(GpuTest, GateDeterministicBackwardIsBitwiseAcrossRunsAndGrids) {
   }
 }
 
-// The gated rows of 512 threads of 4 vectors (D = 13112..16384): a BF16
-// weight is kept so in shared memory and the rows come through the ring
-// (BwdBf16WeightSmem); an FP32 weight leaves no room for the ring, and its
-// rows are loaded a step at a time. Both within budget; and with an FP32
-// weight that holds the BF16 weight's values, the two steps' outputs are
-// the same bit for bit (same forward, same sums in the same order).
+// The gated rows of 512 threads of 4 vectors (D = 13112..16384) come
+// through the ring: a BF16 weight is kept so in shared memory
+// (BwdBf16WeightSmem); beside an FP32 one z has one stage (BwdZOneStage).
+// Both within budget; and with an FP32 weight that holds the BF16 weight's
+// values, the two steps' outputs are the same bit for bit (same forward,
+// same sums in the same order).
 TEST_F(GpuTest, GateWideRowsOfABf16WeightThroughTheRing) {
   for (int64_t dim : {13112, 16384}) {
     for (int64_t tokens : {7, 1031, 4099}) {
-      for (bool det : {true, false}) ExpectWithinBudget(Gate(tokens, 1, dim, det), 2);
+      for (bool det : {true, false}) {
+        ExpectWithinBudget(Gate(tokens, 1, dim, det), 2);
+        StepSpec fp32 = Gate(tokens, 1, dim, det);
+        fp32.set_weight_dtype(FP32);
+        ExpectWithinBudget(fp32, 2);
+      }
     }
     const StepSpec bf16 = Gate(1031, 1, dim, true);
     StepSpec fp32 = bf16;

@@ -73,6 +73,15 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       for (bool dh_in : {false, true}) {
         for (bool w_fp32 : {false, true}) {
           const bool bf16_w = BwdBf16WeightSmem(c.threads_per_row, c.vecs_per_thread, gate, w_fp32);
+          // Every row of 4 vectors comes through the ring; z through one
+          // stage where an FP32 weight leaves no room for two (the gate's
+          // 512-thread rows).
+          ASSERT_EQ(BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in) > 0,
+                    BwdRing(c.threads_per_row, c.vecs_per_thread) || c.vecs_per_thread == 4)
+              << dim;
+          ASSERT_EQ(BwdZOneStage(c.threads_per_row, c.vecs_per_thread, gate, bf16_w),
+                    gate && dim > 13104 && w_fp32)
+              << dim;
           ASSERT_LE(BwdWeightSmemBytes(dim, bf16_w) + BwdRingBytes(c, gate, dh_in, bf16_w) +
                         BwdFoldBytes(c, dim),
                     smem_optin)

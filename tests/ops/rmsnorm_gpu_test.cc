@@ -110,6 +110,9 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.push_back(RowsSpec(9, 16384, det));  // and at 512 threads, the weight in BF16
     specs.back().set_op(RMSNORM_SILU_GATE);
+    specs.push_back(RowsSpec(9, 16384, det));  // or FP32, z through one stage
+    specs.back().set_op(RMSNORM_SILU_GATE);
+    specs.back().set_weight_dtype(FP32);
     specs.push_back(HeadsSpec(3, 4, 128));
     specs.back().set_op(RMSNORM_SILU_GATE);
     specs.back().set_deterministic(det);
