@@ -278,7 +278,7 @@ TEST_F(GpuTest, WideRowsThroughTheRingWithinBudget) {
   fp32.set_weight_dtype(FP32);
   ExpectWithinBudget(fp32, 2);
   // The gated rows of a run-time width (x, dy and z through the ring; at 512
-  // threads, D = 13312..16384, they load a step at a time).
+  // threads, D = 13112..16384: GateWideRowsOfABf16WeightThroughTheRing).
   for (int64_t tokens : {7, 1031, 4099}) {
     for (bool det : {true, false}) {
       StepSpec gate = RowsSpec(tokens, tokens == 4099 ? 12288 : 10240, det);
