@@ -1,6 +1,7 @@
 #include "planner/routing.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -762,6 +763,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         } else if (w == BF16 && ((dim == 10240 && rows >= 16385) ||
                                  (dim == 16384 && rows >= 16384 && rows <= 32768))) {
           want = "rmsnorm.fwd.flat.dense";  // table .34
+        } else if (dim == 10240 && rows >= 16385) {
+          want = "rmsnorm.fwd.flat.dense";  // FP32 too since table .51 (H = 9224..10752)
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
         // With the residual the rule before but at H = 6152..8184 (tables
@@ -857,6 +860,38 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
               (rows >= 2049 && rows <= 8192) || rows == 16384 ? "rmsnorm.fwd.flat"
                                                               : "rmsnorm.fwd.loop")
         << rows << " residual";
+  }
+  // Table .51, between the measured widths above H = 8192, without the
+  // residual: the dense program at H = 8200..8704 for 1025..8192 rows,
+  // 8712..9216 for 1024..16384, 9224..10752 and 13320..16376 from 1024,
+  // 12296..13312 for 1024..8192; elsewhere the rule (the loop, fwd.flat for
+  // 2049..8192 rows), and so at H = 10760..12280 and with the residual.
+  struct Wide {
+    int64_t dim_min, dim_max, rows_min, rows_max;
+  } dense_windows[] = {{8200, 8704, 1025, 8192},
+                       {8712, 9216, 1024, 16384},
+                       {9224, 10752, 1024, INT64_MAX},
+                       {12296, 13312, 1024, 8192},
+                       {13320, 16376, 1024, INT64_MAX}};
+  for (int64_t dim : {8200, 8704, 8712, 9216, 9224, 10232, 10248, 10752, 10760, 11264, 12280,
+                      12296, 13312, 13320, 16376}) {
+    for (int64_t rows : {1023, 1024, 1025, 2049, 8192, 8193, 16384, 16385, 262144}) {
+      const Wide* in = nullptr;
+      for (const Wide& w : dense_windows) {
+        if (dim >= w.dim_min && dim <= w.dim_max && rows >= w.rows_min && rows <= w.rows_max) {
+          in = &w;
+        }
+      }
+      const char* rule = rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
+      for (DType w : {BF16, FP32}) {
+        StepSpec plain = RowsSpec(rows, dim);
+        plain.set_weight_dtype(w);
+        EXPECT_EQ(forward(plain), in != nullptr ? "rmsnorm.fwd.flat.dense" : rule)
+            << rows << " x " << dim << " " << DType_Name(w);
+        plain.set_residual(true);
+        EXPECT_EQ(forward(plain), rule) << rows << " x " << dim << " " << DType_Name(w) << " residual";
+      }
+    }
   }
   StepSpec residual = RowsSpec(131072, 6144);
   residual.set_residual(true);
