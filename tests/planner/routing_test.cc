@@ -893,6 +893,29 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       }
     }
   }
+  // Table .52: the dense program on plain rows without the residual at
+  // H = 136..224 from 16897 rows (12673..16896 at 136..256 in any form since
+  // table .13) and 264..448 from 16384; fwd.flat elsewhere up to H = 512,
+  // on the views and with the residual.
+  for (int64_t dim : {128, 136, 224, 232, 256, 264, 448, 456, 512}) {
+    for (int64_t rows : {12672, 12673, 16383, 16384, 16896, 16897, 1 << 20}) {
+      const bool narrow = dim >= 136 && dim <= 224 && rows >= 16897;
+      const bool wider = dim >= 264 && dim <= 448 && rows >= 16384;
+      const bool any_form = dim >= 136 && dim <= 256 && rows >= 12673 && rows <= 16896;
+      StepSpec plain = RowsSpec(rows, dim);
+      EXPECT_EQ(forward(plain),
+                narrow || wider || any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+          << rows << " x " << dim;
+      plain.set_residual(true);
+      EXPECT_EQ(forward(plain), any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+          << rows << " x " << dim << " residual";
+      if (rows % 4 == 0) {
+        StepSpec view = HeadsSpec(rows / 4, 4, dim);
+        EXPECT_EQ(forward(view), any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+            << rows << " x " << dim << " view";
+      }
+    }
+  }
   StepSpec residual = RowsSpec(131072, 6144);
   residual.set_residual(true);
   EXPECT_EQ(forward(residual), "rmsnorm.fwd.loop");
