@@ -865,7 +865,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // residual: the dense program at H = 8200..8704 for 1025..8192 rows,
   // 8712..9216 for 1024..16384, 9224..10752 and 13320..16376 from 1024,
   // 12296..13312 for 1024..8192; elsewhere the rule (the loop, fwd.flat for
-  // 2049..8192 rows), and so at H = 10760..12280 and with the residual.
+  // 2049..8192 rows), and so at H = 10760..12280. With the residual the rule
+  // but (table .53) the dense program at H = 13312..16376 from 1024 rows.
   struct Wide {
     int64_t dim_min, dim_max, rows_min, rows_max;
   } dense_windows[] = {{8200, 8704, 1025, 8192},
@@ -889,14 +890,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         EXPECT_EQ(forward(plain), in != nullptr ? "rmsnorm.fwd.flat.dense" : rule)
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
-        EXPECT_EQ(forward(plain), rule) << rows << " x " << dim << " " << DType_Name(w) << " residual";
+        const bool residual_dense = dim >= 13312 && rows >= 1024;
+        EXPECT_EQ(forward(plain), residual_dense ? "rmsnorm.fwd.flat.dense" : rule)
+            << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
     }
   }
   // Table .52: the dense program on plain rows without the residual at
   // H = 136..224 from 16897 rows (12673..16896 at 136..256 in any form since
-  // table .13) and 264..448 from 16384; fwd.flat elsewhere up to H = 512,
-  // on the views and with the residual.
+  // table .13) and 264..448 from 16384; table .53: on the contiguous views
+  // too. fwd.flat elsewhere up to H = 512, on the strided views and with the
+  // residual.
   for (int64_t dim : {128, 136, 224, 232, 256, 264, 448, 456, 512}) {
     for (int64_t rows : {12672, 12673, 16383, 16384, 16896, 16897, 1 << 20}) {
       const bool narrow = dim >= 136 && dim <= 224 && rows >= 16897;
@@ -910,9 +914,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(forward(plain), any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
           << rows << " x " << dim << " residual";
       if (rows % 4 == 0) {
-        StepSpec view = HeadsSpec(rows / 4, 4, dim);
-        EXPECT_EQ(forward(view), any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
-            << rows << " x " << dim << " view";
+        const StepSpec contiguous = HeadsSpec(rows / 4, 4, dim);
+        EXPECT_EQ(forward(contiguous),
+                  narrow || wider || any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+            << rows << " x " << dim << " contiguous";
+        const StepSpec strided = HeadsSpec(rows / 4, 4, dim, 8 * dim, dim);
+        EXPECT_EQ(forward(strided), any_form ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+            << rows << " x " << dim << " strided";
       }
     }
   }
@@ -968,8 +976,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
 // Every window of the embedded table routes some spec: one that an earlier
 // window covers wholly, or whose program cannot run any spec it matches, is
 // dead weight that a table edit left behind. Tried at each window's edges and
-// middle (dims on the 8-element grid), with the weight, mode and residual it
-// asks for.
+// middle (dims on the 8-element grid), with the weight, mode, residual and
+// heads form it asks for (a view of two heads a token).
 TEST(RoutingTableTest, EveryEmbeddedWindowRoutesSomeSpec) {
   absl::StatusOr<const RoutingTable*> t = RoutingTableFor("sm_90a");
   ASSERT_TRUE(t.ok()) << t.status();
@@ -989,6 +997,12 @@ TEST(RoutingTableTest, EveryEmbeddedWindowRoutesSomeSpec) {
       for (int64_t rows : points(w.rows_min(), w.rows_max(), 262144, 1)) {
         if (routed || dim < 8 || dim > 16384 || rows < 1) continue;
         StepSpec spec = RowsSpec(rows, dim, w.mode() != MODE_NONDETERMINISTIC);
+        if (w.heads_form() == HEADS_FORM_CONTIGUOUS || w.heads_form() == HEADS_FORM_STRIDED) {
+          if (rows % 2 != 0) continue;
+          const bool strided = w.heads_form() == HEADS_FORM_STRIDED;
+          spec = HeadsSpec(rows / 2, 2, dim, strided ? 3 * dim : 0, strided ? dim : 0);
+          spec.set_deterministic(w.mode() != MODE_NONDETERMINISTIC);
+        }
         spec.set_op(w.op());
         if (w.weight_dtype() != DTYPE_UNSPECIFIED) spec.set_weight_dtype(w.weight_dtype());
         spec.set_residual(w.residual() == RESIDUAL_WITH);
