@@ -115,10 +115,10 @@ constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool 
 // the rows loaded into registers a step at a time (one row in flight an
 // SM), the backward ran 0.746-0.825x the time from 1024 to 65536 rows
 // (0.62-0.70 -> 0.82-0.92 of copy from 16384 rows), the checkpointed steps
-// 0.848-0.875x; ptxas 128 registers, no spill. A BF16
-// weight through the same path (widened in shared memory) ran 0.98x the
-// time of its own instance from 16384 rows at D = 14336-16384 but
-// 1.01-1.04x at 1024-4096 rows and D = 13112 (H200, 2026-12-01,
+// 0.848-0.875x; ptxas 128 registers, no spill. A BF16 weight through the
+// same path (widened in shared memory) ran 0.98x the time of its own
+// instance from 16384 rows at D = 14336-16384 but 1.01-1.04x at 1024-4096
+// rows and D = 13112 (H200, 2026-12-01,
 // bench/results/2026-12-01-h200-gate-z-one-stage.txt).
 constexpr bool BwdZOneStage(int threads_per_row, int vecs_per_thread, bool gate,
                             bool bf16_weight_smem) {
