@@ -44,13 +44,14 @@ Geometry ForwardCta(const StepSpec& spec, const TargetDevice& device) {
 }
 
 // One row group of config `cfg` per CTA; each thread copies its weight
-// vectors into shared memory where FlatWeightSlots.
-Geometry FlatRows(const RowConfig& cfg, const StepSpec& spec) {
+// vectors into shared memory where FlatWeightSlots (`fp32_wide_rows`: the
+// dense program without the gate).
+Geometry FlatRows(const RowConfig& cfg, const StepSpec& spec, bool fp32_wide_rows = false) {
   const RowShape s = RowShapeOf(spec);
   Geometry g;
   g.grid = D3(std::max<int64_t>(1, CeilDiv(s.rows(), cfg.rows_per_cta())));
   g.block = D3(cfg.block);
-  if (FlatWeightSlots(s.rows(), s.dim)) {
+  if (FlatWeightSlots(s.rows(), s.dim, fp32_wide_rows && spec.weight_dtype() == FP32)) {
     g.dynamic_smem_bytes =
         static_cast<int32_t>(FlatWeightSmemBytes(cfg, spec.weight_dtype() == FP32));
   }
@@ -62,7 +63,7 @@ Geometry ForwardFlat(const StepSpec& spec, const TargetDevice&) {
 }
 
 Geometry ForwardFlatDense(const StepSpec& spec, const TargetDevice&) {
-  return FlatRows(DenseFlatRowConfig(spec.layout().dim()), spec);
+  return FlatRows(DenseFlatRowConfig(spec.layout().dim()), spec, /*fp32_wide_rows=*/true);
 }
 
 Geometry GateForwardFlat(const StepSpec& spec, const TargetDevice&) {

@@ -323,9 +323,15 @@ constexpr RowConfig FlatWideRowConfig(int64_t dim) {
 // slots ran 0.91-0.98x the time up to there ([1024, 4096], [4096, 1536],
 // [16384, 4, 256] and [65536, 4, 256] contiguous) and 1.006-1.03x beyond
 // ([65536 | 131072, 1536 | 2048], most with an FP32 weight) (2026-11-30).
+// The dense program's rows above H = 8192 with an FP32 weight without the
+// gate (`fp32_wide_rows`) take them at any row count: 0.934-0.946x the time
+// at 16384 and 65536 rows of H = 12288-16384, where the weight's 48-64 KB
+// read through L1 for every row had cost 7% against a BF16 weight (with a
+// BF16 one 0.990-1.004x; H200, 2026-12-01,
+// bench/results/2026-12-01-h200-fwd-wide-widths.txt, run 8).
 inline constexpr int64_t kFlatWeightSlotsMaxElems = int64_t{1} << 26;
-constexpr bool FlatWeightSlots(int64_t rows, int64_t dim) {
-  return rows * dim <= kFlatWeightSlotsMaxElems;
+constexpr bool FlatWeightSlots(int64_t rows, int64_t dim, bool fp32_wide_rows = false) {
+  return rows * dim <= kFlatWeightSlotsMaxElems || (fp32_wide_rows && dim > kFlatWideDimMax);
 }
 constexpr int64_t FlatWeightSmemBytes(const RowConfig& c, bool w_fp32) {
   return int64_t{c.block} * c.vecs_per_thread * (w_fp32 ? 32 : 16);

@@ -456,6 +456,32 @@ TEST(RegistryTest, FlatForwardWeightSlots) {
     EXPECT_EQ(flat->geometry(spec, h200).dynamic_smem_bytes, c.smem)
         << c.tokens << " x " << c.dim;
   }
+  // The dense program's rows above H = 8192 keep an FP32 weight in the slots
+  // at any row count; a BF16 one, the flat program's and the gated ones keep
+  // the rule.
+  const ProgramInfo* dense = FindProgram("rmsnorm.fwd.flat.dense");
+  const ProgramInfo* gate_dense = FindProgram("rmsnorm_silu_gate.fwd.flat.dense");
+  ASSERT_NE(dense, nullptr);
+  ASSERT_NE(gate_dense, nullptr);
+  for (int64_t dim : {8192, 8200, 12288, 16384}) {
+    for (DType w : {BF16, FP32}) {
+      StepSpec spec = testing::RowsSpec(65536, dim, true, {FORWARD});
+      spec.set_weight_dtype(w);
+      spec = *Canonicalize(spec);
+      const RowConfig c = dense->row_config(dim);
+      const bool slots = w == FP32 && dim > 8192;
+      EXPECT_EQ(dense->geometry(spec, h200).dynamic_smem_bytes,
+                slots ? c.block * c.vecs_per_thread * 32 : 0)
+          << dim << " " << DType_Name(w);
+      if (dim > 8192) {
+        ASSERT_TRUE(CheckSupports(*flat, spec).ok()) << dim;
+        EXPECT_EQ(flat->geometry(spec, h200).dynamic_smem_bytes, 0) << dim << " flat";
+      }
+      spec.set_op(RMSNORM_SILU_GATE);
+      ASSERT_TRUE(CheckSupports(*gate_dense, spec).ok()) << dim;
+      EXPECT_EQ(gate_dense->geometry(spec, h200).dynamic_smem_bytes, 0) << dim << " gated";
+    }
+  }
 }
 
 // The wide flat forward: at every width it takes, the row over the fewest

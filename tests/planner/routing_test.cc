@@ -765,6 +765,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";  // table .34
         } else if (dim == 10240 && rows >= 16385) {
           want = "rmsnorm.fwd.flat.dense";  // FP32 too since table .51 (H = 9224..10752)
+        } else if (w == FP32 && dim == 16384 && rows >= 16384 && rows <= 65536) {
+          want = "rmsnorm.fwd.flat.dense";  // FP32 since table .54 (the weight's slots)
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
         // With the residual the rule before but at H = 6152..8184 (tables
