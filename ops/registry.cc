@@ -212,7 +212,7 @@ const ProgramInfo kPrograms[] = {
      DwOutput::kNone, "", ForwardFlatDense, nullptr, "", DenseFlatRowConfig,
      "fwd.flat at 32 registers a thread: 2048 threads per SM with two vectors per thread "
      "too, so that more row groups are resident at once; rows of 96 threads two to a CTA "
-     "at H = 1032..1536",
+     "at H = 1032..1536; above H = 8192 an FP32 weight in the slots at any row count",
      RowKernel::kFlatDense},
     {"rmsnorm.fwd.flat.wide", RMSNORM, Stage::kForward, true, kFlatWideDimMin, kFlatWideDimMax,
      true, true, false, DwOutput::kNone, "", ForwardFlatWide, nullptr, "", FlatWideRowConfig,
@@ -287,7 +287,7 @@ const ProgramInfo kPrograms[] = {
      "gated backward (dx, dz), fixed row blocks (interleaved by steps where a row is under 16 "
      "KB a tensor), one FP64 dw partial row per block; where whole warps hold a row, x, dy "
      "and z of the next steps copied into shared memory as in rmsnorm's (at D = "
-     "13112..16384 with a BF16 weight only, kept as BF16 there)"},
+     "13112..16384 a BF16 weight kept as BF16, or z through one stage beside an FP32 one)"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,
      true, false, false, DwOutput::kPartials, "dw.reduce", BackwardSplit, DetPartialsBytes,
      "dw_partials", SplitRowConfig,
