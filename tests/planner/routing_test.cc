@@ -879,17 +879,16 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   for (int64_t dim : {8200, 8704, 8712, 9216, 9224, 10232, 10248, 10752, 10760, 11264, 12280,
                       12296, 13312, 13320, 16376}) {
     for (int64_t rows : {1023, 1024, 1025, 2049, 8192, 8193, 16384, 16385, 262144}) {
-      const Wide* in = nullptr;
-      for (const Wide& w : dense_windows) {
-        if (dim >= w.dim_min && dim <= w.dim_max && rows >= w.rows_min && rows <= w.rows_max) {
-          in = &w;
-        }
+      bool dense = false;
+      for (const Wide& win : dense_windows) {
+        dense = dense || (dim >= win.dim_min && dim <= win.dim_max && rows >= win.rows_min &&
+                          rows <= win.rows_max);
       }
       const char* rule = rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop";
       for (DType w : {BF16, FP32}) {
         StepSpec plain = RowsSpec(rows, dim);
         plain.set_weight_dtype(w);
-        EXPECT_EQ(forward(plain), in != nullptr ? "rmsnorm.fwd.flat.dense" : rule)
+        EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : rule)
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
         const bool residual_dense = dim >= 13312 && rows >= 1024;
