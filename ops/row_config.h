@@ -93,6 +93,12 @@ constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
 // their instance's spill 148 -> 8 bytes (H200, 2026-12-01,
 // bench/results/2026-12-01-h200-bwd-wide-ring.txt).
 constexpr bool BwdWideRing(int vecs_per_thread) { return vecs_per_thread == 4; }
+// The gated rows of 512 threads of 4 vectors (D = 13112..16384), whose x,
+// dy and z of two ring stages (192 KB) leave no room for an FP32 weight:
+// BwdBf16WeightSmem with a BF16 weight, else BwdZOneStage.
+constexpr bool BwdGateRowsOf512x4(int threads_per_row, int vecs_per_thread, bool gate) {
+  return gate && vecs_per_thread == 4 && threads_per_row == 512;
+}
 // Whether a backward CTA keeps the weight in shared memory as BF16, as it is
 // given, rather than widened to FP32: the gated rows of 512 threads of 4
 // vectors (D = 13112..16384) with a BF16 weight, whose x, dy and z of two
@@ -105,7 +111,7 @@ constexpr bool BwdWideRing(int vecs_per_thread) { return vecs_per_thread == 4; }
 // bench/results/2026-12-01-h200-gate-bf16-weight-ring.txt).
 constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool gate,
                                  bool w_fp32) {
-  return gate && vecs_per_thread == 4 && threads_per_row == 512 && !w_fp32;
+  return BwdGateRowsOf512x4(threads_per_row, vecs_per_thread, gate) && !w_fp32;
 }
 // Whether the gated rows of 512 threads of 4 vectors with an FP32 weight
 // (64 KB at D = 16384) take z through one ring stage beside x and dy's two
@@ -122,7 +128,7 @@ constexpr bool BwdBf16WeightSmem(int threads_per_row, int vecs_per_thread, bool 
 // bench/results/2026-12-01-h200-gate-z-one-stage.txt).
 constexpr bool BwdZOneStage(int threads_per_row, int vecs_per_thread, bool gate,
                             bool bf16_weight_smem) {
-  return gate && vecs_per_thread == 4 && threads_per_row == 512 && !bf16_weight_smem;
+  return BwdGateRowsOf512x4(threads_per_row, vecs_per_thread, gate) && !bf16_weight_smem;
 }
 // The backward's weight in shared memory (BwdBf16WeightSmem: 2 bytes a
 // column, else 4).
