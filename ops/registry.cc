@@ -91,7 +91,7 @@ BackwardSmem BackwardSmemOf(const RowConfig& cfg, const StepSpec& spec, bool gat
   const bool bf16_weight = BwdBf16WeightSmem(cfg.threads_per_row, cfg.vecs_per_thread, gate,
                                              spec.weight_dtype() == FP32);
   const int64_t ring = BwdRingBytes(cfg, gate, spec.residual_grad_in(), bf16_weight);
-  return {BwdWeightSmemBytes(dim, bf16_weight) + ring + BwdFoldBytes(cfg, dim),
+  return {BwdWeightSmemBytes(dim, bf16_weight) + ring + BwdFoldBytes(cfg, dim, gate),
           cfg.ctas_per_sm(BwdThreadsPerSm(cfg.threads_per_row, cfg.vecs_per_thread, gate))};
 }
 // What its launch asks for: at least as much as keeps its CTAs per SM at the
@@ -231,7 +231,8 @@ const ProgramInfo kPrograms[] = {
      BackwardRowConfig,
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
      "a tensor or a step two rows), one dw partial row per block (FP64; FP32 above "
-     "H = 4096); where whole warps hold a row, the next "
+     "H = 4096); where whole warps hold a row (and in the ungated warp rows of 2-3 "
+     "vectors, H = 264..768), the next "
      "two steps (one with 4 vectors a thread) copied into shared memory (cp.async) and a "
      "row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "

@@ -43,7 +43,8 @@ constexpr bool BwdGateRingAt768(int threads_per_row, int vecs_per_thread) {
 // (BwdRowsInFlight) and a Kahan dw sum (two FP32 values) per column: 768
 // threads (80 registers) with up to 2 vectors per thread, and with the
 // gate's warp rows (one vector per thread) and BwdGateRingAt768's rows; 512
-// (128 registers) with 4, or with the gate's z in its other rows of 2. The
+// (128 registers) with 3 (the warp rows of kMaxBackwardWarpRow3Dim) or 4,
+// or with the gate's z in its other rows of 2. The
 // gate's warp rows had 512 threads (two row groups and the next two in
 // flight, 128 registers): 768 threads of one row group and the next ran
 // 0.94-1.00x the time on the H200 (16384x48x128 264.1 -> 249.3 us), where a
@@ -71,10 +72,19 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread. Rows of 4 come through a ring too (BwdWideRing), but
-// none of what follows from this one (lockstep groups, row pairs) applies to
-// them.
-constexpr bool BwdRing(int threads_per_row, int vecs_per_thread) {
+// vectors per thread, and the ungated warp rows of 2 and 3 (H = 264..768,
+// kMaxBackwardWarpRow3Dim). Rows of 4 come through a ring too (BwdWideRing), but none
+// of what follows from this one (lockstep groups, row pairs) applies to
+// them. The warp rows of a CTA share its steps (kLockstep in the kernel)
+// but sum their rows within the warp, with no barrier. Against the rows
+// loaded into registers one step ahead (one row of the warp in flight), on
+// the H200 the ungated backward at H = 448 and 512 ran 0.89-0.91x the time
+// from 65536 rows (0.866 -> 0.951 of copy at [262144, 512]), 384 0.92-0.93x
+// and 264 0.96-0.97x; with the gate, 264 and 384 ran 1.03-1.07x and 512
+// level, so the gated warp rows keep their registers (2026-12-01,
+// bench/results/2026-12-01-h200-bwd-warp-ring.txt).
+constexpr bool BwdRing(int threads_per_row, int vecs_per_thread, bool gate) {
+  if (threads_per_row == 32) return !gate && (vecs_per_thread == 2 || vecs_per_thread == 3);
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
 // Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
@@ -148,7 +158,7 @@ constexpr int64_t BwdWeightSmemBytes(int64_t dim, bool bf16_weight_smem) {
 // with one row a step, and their fused residual 1.02x (dh_in prefetched into
 // L1: loaded into registers, the Kahan sums spilled in the loop).
 constexpr bool BwdRingPairs(int threads_per_row, int vecs_per_thread, bool gate) {
-  return !gate && threads_per_row >= 512 && BwdRing(threads_per_row, vecs_per_thread);
+  return !gate && threads_per_row >= 512 && BwdRing(threads_per_row, vecs_per_thread, gate);
 }
 constexpr int BwdRowsInFlight(int threads_per_row, int vecs_per_thread, bool gate) {
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
@@ -161,7 +171,8 @@ inline constexpr int64_t kMaxWarpRowDim = 32 * kMaxVecsPerThread * kVecElems;
 
 struct RowConfig {
   int threads_per_row = 0;  // 8, 16, 32, or a multiple of 32 up to 1024
-  int vecs_per_thread = 0;  // 1, 2 or 4 (3: FlatWideRowConfig, SplitRowConfig)
+  int vecs_per_thread = 0;  // 1, 2 or 4 (3: FlatWideRowConfig, SplitRowConfig and
+                            // the backward's warp rows, kMaxBackwardWarpRow3Dim)
   int block = 0;            // threads per CTA
   constexpr int rows_per_cta() const { return block / threads_per_row; }
   constexpr int ctas_per_sm(int threads_per_sm = kThreadsPerSm) const {
@@ -367,7 +378,7 @@ constexpr int BwdRingGroupsBlock(int threads_per_row, int vecs_per_thread, bool 
 // H = 6144; det.lockstep below), or 256 threads of warp rows (BlockOf).
 constexpr int BwdBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
   if (threads_per_row <= 32 || !IsPow2(threads_per_row) ||
-      !BwdRing(threads_per_row, vecs_per_thread)) {
+      !BwdRing(threads_per_row, vecs_per_thread, gate)) {
     return BlockOf(threads_per_row);
   }
   return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, 1);
@@ -397,7 +408,7 @@ constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
   if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
   if (BwdWideRing(vpt)) return threads_per_row == 512 ? 128 : 152;
-  if (threads_per_row == 512 && BwdRing(threads_per_row, vpt)) return 128;
+  if (threads_per_row == 512 && BwdRing(threads_per_row, vpt, gate)) return 128;
   return BwdMaxRegs(threads_per_row, vpt, gate);
 }
 // The dynamic shared memory a persistent backward CTA asks for so that no
@@ -434,7 +445,7 @@ constexpr int64_t BwdCappedSmemBytes(int64_t needed, int ctas_per_sm, int block,
 inline constexpr int kLockstepCtasPerSm = 2;
 constexpr bool BwdLockstepWidth(int threads_per_row) { return threads_per_row == 96; }
 constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (!BwdLockstepWidth(threads_per_row) || !BwdRing(threads_per_row, vecs_per_thread)) {
+  if (!BwdLockstepWidth(threads_per_row) || !BwdRing(threads_per_row, vecs_per_thread, gate)) {
     return BwdBlockOf(threads_per_row, vecs_per_thread, gate);
   }
   return BwdRingGroupsBlock(threads_per_row, vecs_per_thread, gate, kLockstepCtasPerSm);
@@ -447,7 +458,7 @@ constexpr int BwdLockstepBlockOf(int threads_per_row, int vecs_per_thread, bool 
 // at H = 8704-16384, 2026-12-01). In the instances without dh_in, the
 // registers held across the barrier for it cost 1.02-1.14x the time.
 constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
-  return BwdRing(threads_per_row, vecs_per_thread) ||
+  return BwdRing(threads_per_row, vecs_per_thread, /*gate=*/false) ||
          BwdWideRing(vecs_per_thread);
 }
 // Stages of the ring: 3 (the current step and two ahead; 2 of two rows
@@ -465,7 +476,7 @@ constexpr bool BwdDhInEarly(int threads_per_row, int vecs_per_thread) {
 // (H200, bench/results/2026-11-30-h200-bwd-waves-stages-counters.txt).
 constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate, bool dh_in) {
   if (BwdWideRing(vecs_per_thread)) return 2;
-  if (!BwdRing(threads_per_row, vecs_per_thread)) return 0;
+  if (!BwdRing(threads_per_row, vecs_per_thread, gate)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   if (gate && BwdGateRingAt768(threads_per_row, vecs_per_thread)) return 2;
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
@@ -474,8 +485,27 @@ constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate
 // per thread (a warp holds rows up to 512) while 512 threads suffice
 // (dim <= 8192), 4 above. The CTA: BwdBlockOf.
 inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
+// Without the gate, a warp holds rows up to 768 with 3 vectors per thread
+// (through the ring, BwdRing; 512 threads an SM at 128 registers), where
+// rows of 64 threads of 2 vectors left 25-49% of their vector slots empty
+// and reduced the 12 row groups of a 768-thread CTA in lockstep behind one
+// barrier a step. On the
+// H200 the backward at H = 520..768 ran 0.78-0.86x the time from 65536 rows
+// (0.56-0.79 -> 0.72-0.94 of copy; 0.846x at [174762, 768]), the
+// checkpointed steps 0.88-0.93x, and det.partials now leads the split
+// program from 12288 rows there (routing table .55; 2026-12-01,
+// bench/results/2026-12-01-h200-bwd-warp-ring.txt).
+// The gate keeps its rows of 64 threads there.
+inline constexpr int64_t kMaxBackwardWarpRow3Dim = 32 * 3 * kVecElems;
 constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
+  if (!gate && dim <= kMaxBackwardWarpRow3Dim) {
+    RowConfig c;
+    c.threads_per_row = 32;
+    c.vecs_per_thread = 3;
+    c.block = kWarpBlock;
+    return c;
+  }
   // Whole warps where a power of two would leave threads idle on their
   // second vector (more than a quarter of the CTA), else a power of two.
   const int max_vecs = dim <= 512 * 2 * kVecElems ? 2 : 4;
@@ -582,13 +612,15 @@ constexpr int64_t BwdRingBytes(const RowConfig& c, bool gate, bool dh_in,
   return int64_t{tensor_stages} * c.vecs_per_thread * c.block * 16;
 }
 // The backward's FP64 fold of its row groups' dw sums in shared memory:
-// one row per group (warp rows), or, for the lockstep groups (BwdBlockOf),
-// one row of the config's columns into which the groups add in turn, each
+// one row per group (warp rows loaded into registers), or, for the groups
+// that share the ring's steps (the lockstep groups of BwdBlockOf and the
+// ring's warp rows), one row of the config's columns into which the groups
+// add in turn, each
 // thread's 8 * vecs_per_thread values threads_per_row apart (no bank
 // conflicts); none with one row group.
-constexpr int64_t BwdFoldBytes(const RowConfig& c, int64_t dim) {
+constexpr int64_t BwdFoldBytes(const RowConfig& c, int64_t dim, bool gate) {
   if (c.rows_per_cta() == 1) return 0;
-  if (BwdRing(c.threads_per_row, c.vecs_per_thread)) {
+  if (BwdRing(c.threads_per_row, c.vecs_per_thread, gate)) {
     return int64_t{c.threads_per_row} * c.vecs_per_thread * kVecElems * 8;
   }
   return c.rows_per_cta() * dim * 8;
@@ -599,7 +631,7 @@ constexpr int64_t BwdFoldBytes(const RowConfig& c, int64_t dim) {
 // the ungated warp rows (three row groups a step, loaded after the previous
 // step is reduced; BwdRowsInFlight).
 constexpr bool BwdPrefetchesStep(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (BwdRing(threads_per_row, vecs_per_thread)) return false;
+  if (BwdRing(threads_per_row, vecs_per_thread, gate)) return false;
   return BwdWarpRowSteps(threads_per_row, vecs_per_thread) ? gate : vecs_per_thread <= 2;
 }
 // Rows a backward CTA takes per step; its blocks of rows are multiples of it

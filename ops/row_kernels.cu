@@ -781,9 +781,12 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
   // row's z in pass 2 (copy_z).
   constexpr bool kZOneStage = BwdZOneStage(TPR, VPT, kGate, kBf16W);
   constexpr int kStagedTensors = kZOneStage ? 2 : kTensors;
+  // Several row groups a CTA through the ring share its steps (the warp
+  // rows among them, whose row sums need no barrier).
   constexpr bool kLockstep = kStages > 0 && kRows > 1;
-  // Rows per row group and step: 3 for the ungated warp rows (loaded into
-  // registers), 2 for the ring's 512-thread rows (BwdRingPairs), else 1.
+  // Rows per row group and step: 3 for the ungated warp rows of one vector
+  // (loaded into registers), 2 for the ring's 512-thread rows
+  // (BwdRingPairs), else 1.
   constexpr int kDepth = BwdRowsInFlight(TPR, VPT, kGate);
   static_assert(kStages == 0 || kDepth == 1 || !kLockstep, "two rows a ring step: one group");
   // Whether a ring step's rows may pass its unit's end (they are then
@@ -1060,8 +1063,10 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
         // ran 1.14-1.17x the time from 16384 rows, where H = 4096 (256
         // threads) ran 0.98-0.99x that of reading ahead (its fused residual
         // 0.98x; the run-time width's rows and two rows a step spilled when
-        // read ahead).
-        constexpr bool kReadAhead = kLockstep && TPR < 256 && IsPow2(TPR);
+        // read ahead). The warp rows (no barrier between their passes) read
+        // each just before its use too: read ahead, they spilled 4-52 bytes
+        // and ran 0.99-1.05x the time (H = 264..768, 2026-12-01).
+        constexpr bool kReadAhead = kLockstep && TPR > 32 && TPR < 256 && IsPow2(TPR);
         if constexpr (kReadAhead) {
 #pragma unroll
           for (int i = 0; i < VPT; ++i) {
@@ -1592,6 +1597,9 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
   X(256, 4) X(512, 4)
 #define CAKE_BWD_CONFIGS(X)                                                                 \
   X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
+// The configs of BackwardRowConfigOf without the gate only: the warp rows of
+// 3 vectors (kMaxBackwardWarpRow3Dim).
+#define CAKE_BWD_UNGATED_CONFIGS(X) X(32, 3)
 
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse) {
 #define CAKE_FWD(T, V)                                                         \
@@ -1653,7 +1661,7 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
   return nullptr;
 }
 
-#define CAKE_BWD_DH_IN_CONFIGS(X) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2) X(512, 4) X(0, 4)
+#define CAKE_BWD_DH_IN_CONFIGS(X) X(32, 2) X(32, 3) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2) X(512, 4) X(0, 4)
 // The det.lockstep program's width that is not a power of two
 // (BwdLockstepWidth), without the gate.
 #define CAKE_BWD_LOCKSTEP_CONFIGS(X) X(96, 2)
@@ -1696,6 +1704,12 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
   }
   CAKE_BWD_CONFIGS(CAKE_BWD)
 #undef CAKE_BWD
+#define CAKE_BWD_UNGATED(T, V)                                          \
+  if (!gate && threads_per_row == T && vecs_per_thread == V) {          \
+    return reinterpret_cast<const void*>(&RowBackward<T, V, false>);    \
+  }
+  CAKE_BWD_UNGATED_CONFIGS(CAKE_BWD_UNGATED)
+#undef CAKE_BWD_UNGATED
   return nullptr;
 }
 

@@ -67,8 +67,17 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(gate_pow2, bwd.vecs_per_thread == 2 && !IsPow2(bwd.threads_per_row) &&
                                bwd.threads_per_row > kGateRing768MaxThreads && gate)
           << dim;
-      ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
-      ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
+      // Without the gate, warp rows of 3 vectors at 520..768 (BwdRing); the
+      // gate keeps rows of 64 threads of 2 there.
+      const bool warp3 = dim > 512 && dim <= 768;
+      ASSERT_EQ(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 3, warp3) << dim;
+      if (gate && warp3) {
+        ASSERT_EQ(c.threads_per_row, 64) << dim;
+        ASSERT_EQ(c.vecs_per_thread, 2) << dim;
+      } else {
+        ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
+        ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
+      }
       ASSERT_LE(c.block, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
         for (bool w_fp32 : {false, true}) {
@@ -77,13 +86,13 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
           // stage where an FP32 weight leaves no room for two (the gate's
           // 512-thread rows).
           ASSERT_EQ(BwdAsyncStages(c.threads_per_row, c.vecs_per_thread, gate, dh_in) > 0,
-                    BwdRing(c.threads_per_row, c.vecs_per_thread) || c.vecs_per_thread == 4)
+                    BwdRing(c.threads_per_row, c.vecs_per_thread, gate) || c.vecs_per_thread == 4)
               << dim;
           ASSERT_EQ(BwdZOneStage(c.threads_per_row, c.vecs_per_thread, gate, bf16_w),
                     gate && dim > 13104 && w_fp32)
               << dim;
           ASSERT_LE(BwdWeightSmemBytes(dim, bf16_w) + BwdRingBytes(c, gate, dh_in, bf16_w) +
-                        BwdFoldBytes(c, dim),
+                        BwdFoldBytes(c, dim, gate),
                     smem_optin)
               << dim;
         }
@@ -94,7 +103,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
             << dim;
       }
       if (c.threads_per_row <= 32) continue;
-      if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread)) {
+      if (IsPow2(c.threads_per_row) && BwdRing(c.threads_per_row, c.vecs_per_thread, gate)) {
         ASSERT_GT(c.block + c.threads_per_row,
                   BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate))
             << dim;
@@ -117,8 +126,9 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
           << dim;
     }
     ASSERT_LE(fwd.block, kMaxWideBlock);
-    // The backward holds at most 2 vectors per thread up to dim 8192.
-    if (dim <= 8192) {
+    // The backward holds at most 2 vectors per thread up to dim 8192, but
+    // for its warp rows of 3.
+    if (dim <= 8192 && !(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 3)) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
     }
     // Every forward instance has its reverse twin (the recompute's).
@@ -162,7 +172,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     ASSERT_EQ(lock.vecs_per_thread, bwd.vecs_per_thread) << dim;
     const bool lockstep_only = lock.block != bwd.block;
     ASSERT_EQ(lockstep_only, BwdLockstepWidth(bwd.threads_per_row) && bwd.rows_per_cta() == 1 &&
-                                 BwdRing(bwd.threads_per_row, bwd.vecs_per_thread))
+                                 BwdRing(bwd.threads_per_row, bwd.vecs_per_thread, false))
         << dim;
     if (lockstep_only) {
       ASSERT_GT(lock.rows_per_cta(), 1) << dim;
@@ -172,7 +182,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(lock.ctas_per_sm(per_sm), kLockstepCtasPerSm) << dim;
       ASSERT_GT(lock.ctas_per_sm(per_sm) * lock.block + lock.threads_per_row, per_sm) << dim;
       for (bool dh_in : {false, true}) {
-        ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim), smem_optin)
+        ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim, false), smem_optin)
             << dim;
         const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,
                                           dh_in, lock.block, false);

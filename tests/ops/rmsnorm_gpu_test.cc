@@ -172,10 +172,18 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   gate_lockstep.set_op(RMSNORM_SILU_GATE);
   StepSpec gate_352 = RowsSpec(7, 5632, true);
   gate_352.set_op(RMSNORM_SILU_GATE);
+  // The warp rows through the ring (2 and 3 vectors a thread), the last
+  // step short of rows, and the dh_in instance of 3.
+  StepSpec warp3_residual = RowsSpec(13, 640, true);
+  warp3_residual.set_residual(true);
+  warp3_residual.set_residual_grad_in(true);
   const struct {
     StepSpec spec;
     const char* to;
   } forced[] = {
+      {RowsSpec(13, 384, true), "rmsnorm.bwd.det.partials"},
+      {RowsSpec(13, 768, true), "rmsnorm.bwd.det.partials"},
+      {warp3_residual, "rmsnorm.bwd.det.partials"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
       {residual_fwd, "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
@@ -815,6 +823,58 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
   residual.set_residual(true);
   residual.set_residual_grad_in(true);
   ExpectBitwiseDeterministic(residual, lockstep);
+}
+
+// The warp rows of the backward's ring (BwdRing at 32 threads): 2 vectors a
+// thread at H = 264..512 (the last lanes' second vector empty below 512),
+// 3 at 520..768 (kMaxBackwardWarpRow3Dim). det.partials and kb in place of the routed
+// backward: blocks of whole steps of 8 rows short of their last rows (7,
+// 1031, 4099 rows), an FP32 weight, the fused residual's dh_in instance, dw
+// in BF16; and bitwise across runs and grids, where a CTA takes several
+// blocks and reuses its fold (grid 1 and 66).
+TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
+  const TargetDevice device = *TargetDevice::Current();
+  std::vector<StepSpec> specs;
+  for (int64_t dim : {264, 384, 512, 520, 640, 768}) {
+    for (int64_t tokens : {7, 1031, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
+    specs.push_back(RowsSpec(1031, dim, true));
+    specs.back().set_weight_dtype(FP32);
+    specs.push_back(RowsSpec(1031, dim, true));
+    specs.back().set_residual(true);
+    specs.back().set_residual_grad_in(true);
+  }
+  specs.push_back(RowsSpec(4099, 768, true));
+  specs.back().set_dw_dtype(BF16);
+  for (const StepSpec& routed : specs) {
+    for (const char* program : {"rmsnorm.bwd.det.partials", "rmsnorm.bwd.kb"}) {
+      StepSpec spec = routed;
+      spec.clear_phases();
+      spec.add_phases(FORWARD);
+      spec.add_phases(BACKWARD);
+      spec.set_deterministic(std::string(program) != "rmsnorm.bwd.kb");
+      const absl::StatusOr<Plan> plan =
+          testing::PlanRoutedTo(spec, *FindProgram(program), device, "a test");
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      const Launch* l = testing::LaunchOf(*plan, program);
+      ASSERT_NE(l, nullptr) << Label(spec);
+      const RowConfig c = BackwardRowConfig(spec.layout().dim());
+      ASSERT_EQ(c.threads_per_row, 32) << Label(spec);
+      ASSERT_TRUE(BwdRing(c.threads_per_row, c.vecs_per_thread, false)) << Label(spec);
+      const auto buf = MustBuffers(*plan);
+      const testing::Worst w = testing::WorstOfPlan(*plan, *buf, 2);
+      std::printf("budget multiples  warp ring %-50s y %.3f dx %.3f dw %.3f h %.3f\n",
+                  Label(spec).c_str(), w.y, w.dx, w.dw, w.h);
+      EXPECT_TRUE(w.Within()) << Label(spec) << " " << program << ": dx " << w.dx << " dw "
+                              << w.dw << " h " << w.h;
+    }
+  }
+  for (int64_t dim : {384, 768}) {
+    ExpectBitwiseDeterministic(RowsSpec(16387, dim), "rmsnorm.bwd.det.partials");
+  }
+  StepSpec residual = RowsSpec(16387, 640);
+  residual.set_residual(true);
+  residual.set_residual_grad_in(true);
+  ExpectBitwiseDeterministic(residual, "rmsnorm.bwd.det.partials");
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
