@@ -1218,10 +1218,12 @@ __global__ void __maxnreg__(BwdInstanceMaxRegs(TPR, VPT, kGate, kDhIn))
 
     // The block's dw row: its row groups folded in FP64 in a fixed order.
     if constexpr (kLockstep) {
-      // Group after group into one row after the ring, value j of a
-      // thread's vector i at (i * 8 + j) * TPR + lane (a warp's accesses
-      // consecutive), then out in column order.
-      double* const fold = reinterpret_cast<double*>(ring + kStages * kTensors * VPT * kBlock);
+      // Group after group into one row after the ring (all kStages x
+      // kDepth rows of it), value j of a thread's vector i at
+      // (i * 8 + j) * TPR + lane (a warp's accesses consecutive), then out
+      // in column order.
+      double* const fold =
+          reinterpret_cast<double*>(ring + kStages * kDepth * kTensors * VPT * kBlock);
       __syncthreads();  // the previous block's fold is read
       for (int g = 0; g < kRows; ++g) {
         if (group == g) {
