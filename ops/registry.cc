@@ -286,7 +286,8 @@ const ProgramInfo kPrograms[] = {
      BackwardDetPartials, DetPartialsBytes, "dw_partials",
      GatedBackwardRowConfig,
      "gated backward (dx, dz), fixed row blocks (interleaved by steps where a row is under 16 "
-     "KB a tensor), one FP64 dw partial row per block; where whole warps hold a row, x, dy "
+     "KB a tensor), one FP64 dw partial row per block; where whole warps hold a row (and in "
+     "the warp rows of 3 vectors, D = 520..768), x, dy "
      "and z of the next steps copied into shared memory as in rmsnorm's (at D = "
      "13112..16384 a BF16 weight kept as BF16, or z through one stage beside an FP32 one)"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,

@@ -72,19 +72,20 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread, and the ungated warp rows of 2 and 3 (H = 264..768,
-// kMaxBackwardWarpRow3Dim). Rows of 4 come through a ring too (BwdWideRing), but none
-// of what follows from this one (lockstep groups, row pairs) applies to
-// them. The warp rows of a CTA share its steps (kLockstep in the kernel)
+// vectors per thread, the ungated warp rows of 2 (H = 264..512) and the
+// warp rows of 3 (D = 520..768, kMaxBackwardWarpRow3Dim). Rows of 4 come
+// through a ring too (BwdWideRing), but none of what follows from this one
+// (lockstep groups, row pairs) applies to them. The warp rows of a CTA
+// share its steps (kLockstep in the kernel)
 // but sum their rows within the warp, with no barrier. Against the rows
 // loaded into registers one step ahead (one row of the warp in flight), on
 // the H200 the ungated backward at H = 448 and 512 ran 0.89-0.91x the time
 // from 65536 rows (0.866 -> 0.951 of copy at [262144, 512]), 384 0.92-0.93x
 // and 264 0.96-0.97x; with the gate, 264 and 384 ran 1.03-1.07x and 512
-// level, so the gated warp rows keep their registers (2026-12-01,
+// level, so the gated warp rows of 2 keep their registers (2026-12-01,
 // bench/results/2026-12-01-h200-bwd-warp-ring.txt).
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (threads_per_row == 32) return !gate && (vecs_per_thread == 2 || vecs_per_thread == 3);
+  if (threads_per_row == 32) return vecs_per_thread == 3 || (!gate && vecs_per_thread == 2);
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
 // Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
@@ -479,27 +480,28 @@ constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate
   if (!BwdRing(threads_per_row, vecs_per_thread, gate)) return 0;
   if (BwdRingPairs(threads_per_row, vecs_per_thread, gate)) return 2;
   if (gate && BwdGateRingAt768(threads_per_row, vecs_per_thread)) return 2;
+  if (gate && vecs_per_thread == 3) return 2;  // the gate's warp rows of 3: 147 KB an SM
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
 }
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
 // per thread (a warp holds rows up to 512) while 512 threads suffice
 // (dim <= 8192), 4 above. The CTA: BwdBlockOf.
 inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
-// Without the gate, a warp holds rows up to 768 with 3 vectors per thread
-// (through the ring, BwdRing; 512 threads an SM at 128 registers), where
-// rows of 64 threads of 2 vectors left 25-49% of their vector slots empty
-// and reduced the 12 row groups of a 768-thread CTA in lockstep behind one
-// barrier a step. On the
-// H200 the backward at H = 520..768 ran 0.78-0.86x the time from 65536 rows
-// (0.56-0.79 -> 0.72-0.94 of copy; 0.846x at [174762, 768]), the
-// checkpointed steps 0.88-0.93x, and det.partials now leads the split
-// program from 12288 rows there (routing table .55; 2026-12-01,
+// A warp holds rows up to 768 with 3 vectors per thread (through the ring,
+// BwdRing; 512 threads an SM at 128 registers, the gate's x, dy and z in two
+// stages, the others' in three), where rows of 64 threads of 2 vectors left
+// 25-49% of their vector slots empty and reduced 8 or 12 row groups a CTA in
+// lockstep behind one barrier a step. On the H200 the backward at
+// H = 520..768 ran 0.78-0.86x the time from 65536 rows (0.56-0.79 -> 0.72-0.94
+// of copy; 0.846x at [174762, 768]), the checkpointed steps 0.88-0.93x, and
+// det.partials now leads the split program from 12288 rows there (routing
+// table .55); the gated backward 0.64-0.76x from 65536 rows (0.48-0.71 ->
+// 0.76-0.93 of copy), 0.79x at 16384 rows and 0.91x at 4096 (2026-12-01,
 // bench/results/2026-12-01-h200-bwd-warp-ring.txt).
-// The gate keeps its rows of 64 threads there.
 inline constexpr int64_t kMaxBackwardWarpRow3Dim = 32 * 3 * kVecElems;
 constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
-  if (!gate && dim <= kMaxBackwardWarpRow3Dim) {
+  if (dim <= kMaxBackwardWarpRow3Dim) {
     RowConfig c;
     c.threads_per_row = 32;
     c.vecs_per_thread = 3;

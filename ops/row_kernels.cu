@@ -1598,10 +1598,7 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
   X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) \
   X(256, 4) X(512, 4)
 #define CAKE_BWD_CONFIGS(X)                                                                 \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
-// The configs of BackwardRowConfigOf without the gate only: the warp rows of
-// 3 vectors (kMaxBackwardWarpRow3Dim).
-#define CAKE_BWD_UNGATED_CONFIGS(X) X(32, 3)
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 3) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
 
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse) {
 #define CAKE_FWD(T, V)                                                         \
@@ -1706,12 +1703,6 @@ const void* RowBackwardKernel(int threads_per_row, int vecs_per_thread, bool gat
   }
   CAKE_BWD_CONFIGS(CAKE_BWD)
 #undef CAKE_BWD
-#define CAKE_BWD_UNGATED(T, V)                                          \
-  if (!gate && threads_per_row == T && vecs_per_thread == V) {          \
-    return reinterpret_cast<const void*>(&RowBackward<T, V, false>);    \
-  }
-  CAKE_BWD_UNGATED_CONFIGS(CAKE_BWD_UNGATED)
-#undef CAKE_BWD_UNGATED
   return nullptr;
 }
 

@@ -67,17 +67,12 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(gate_pow2, bwd.vecs_per_thread == 2 && !IsPow2(bwd.threads_per_row) &&
                                bwd.threads_per_row > kGateRing768MaxThreads && gate)
           << dim;
-      // Without the gate, warp rows of 3 vectors at 520..768 (BwdRing); the
-      // gate keeps rows of 64 threads of 2 there.
+      // Warp rows of 3 vectors at 520..768 (BwdRing), with the gate or
+      // without.
       const bool warp3 = dim > 512 && dim <= 768;
       ASSERT_EQ(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 3, warp3) << dim;
-      if (gate && warp3) {
-        ASSERT_EQ(c.threads_per_row, 64) << dim;
-        ASSERT_EQ(c.vecs_per_thread, 2) << dim;
-      } else {
-        ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
-        ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
-      }
+      ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
+      ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
       ASSERT_LE(c.block, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
         for (bool w_fp32 : {false, true}) {

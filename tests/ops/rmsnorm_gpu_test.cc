@@ -173,10 +173,12 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec gate_352 = RowsSpec(7, 5632, true);
   gate_352.set_op(RMSNORM_SILU_GATE);
   // The warp rows through the ring (2 and 3 vectors a thread), the last
-  // step short of rows, and the dh_in instance of 3.
+  // step short of rows, the dh_in instance of 3 and the gate's.
   StepSpec warp3_residual = RowsSpec(13, 640, true);
   warp3_residual.set_residual(true);
   warp3_residual.set_residual_grad_in(true);
+  StepSpec warp3_gate = RowsSpec(13, 704, true);
+  warp3_gate.set_op(RMSNORM_SILU_GATE);
   const struct {
     StepSpec spec;
     const char* to;
@@ -184,6 +186,7 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(13, 384, true), "rmsnorm.bwd.det.partials"},
       {RowsSpec(13, 768, true), "rmsnorm.bwd.det.partials"},
       {warp3_residual, "rmsnorm.bwd.det.partials"},
+      {warp3_gate, "rmsnorm_silu_gate.bwd.det.partials"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
       {residual_fwd, "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
@@ -827,11 +830,12 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
 
 // The warp rows of the backward's ring (BwdRing at 32 threads): 2 vectors a
 // thread at H = 264..512 (the last lanes' second vector empty below 512),
-// 3 at 520..768 (kMaxBackwardWarpRow3Dim). det.partials and kb in place of the routed
-// backward: blocks of whole steps of 8 rows short of their last rows (7,
-// 1031, 4099 rows), an FP32 weight, the fused residual's dh_in instance, dw
-// in BF16; and bitwise across runs and grids, where a CTA takes several
-// blocks and reuses its fold (grid 1 and 66).
+// 3 at 520..768 (kMaxBackwardWarpRow3Dim), with the gate too (z through the
+// ring). det.partials and kb in place of the routed backward: blocks of
+// whole steps of 8 rows short of their last rows (7, 1031, 4099 rows), an
+// FP32 weight, the fused residual's dh_in instance, dw in BF16; and bitwise
+// across runs and grids, where a CTA takes several blocks and reuses its
+// fold (grid 1 and 66).
 TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
@@ -845,27 +849,40 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   }
   specs.push_back(RowsSpec(4099, 768, true));
   specs.back().set_dw_dtype(BF16);
+  // The gate's warp rows of 3 vectors (x, dy and z through two stages).
+  for (int64_t dim : {520, 640, 768}) {
+    for (int64_t tokens : {7, 1031, 4099}) {
+      specs.push_back(RowsSpec(tokens, dim, true));
+      specs.back().set_op(RMSNORM_SILU_GATE);
+    }
+  }
+  specs.push_back(RowsSpec(1031, 768, true));
+  specs.back().set_op(RMSNORM_SILU_GATE);
+  specs.back().set_weight_dtype(FP32);
   for (const StepSpec& routed : specs) {
-    for (const char* program : {"rmsnorm.bwd.det.partials", "rmsnorm.bwd.kb"}) {
+    const bool gated = routed.op() == RMSNORM_SILU_GATE;
+    for (const char* program :
+         {gated ? "rmsnorm_silu_gate.bwd.det.partials" : "rmsnorm.bwd.det.partials",
+          gated ? "rmsnorm_silu_gate.bwd.kb" : "rmsnorm.bwd.kb"}) {
       StepSpec spec = routed;
       spec.clear_phases();
       spec.add_phases(FORWARD);
       spec.add_phases(BACKWARD);
-      spec.set_deterministic(std::string(program) != "rmsnorm.bwd.kb");
+      spec.set_deterministic(std::string(program).find(".bwd.kb") == std::string::npos);
       const absl::StatusOr<Plan> plan =
           testing::PlanRoutedTo(spec, *FindProgram(program), device, "a test");
       ASSERT_TRUE(plan.ok()) << plan.status();
       const Launch* l = testing::LaunchOf(*plan, program);
       ASSERT_NE(l, nullptr) << Label(spec);
-      const RowConfig c = BackwardRowConfig(spec.layout().dim());
+      const RowConfig c = BackwardRowConfigOf(spec.layout().dim(), gated);
       ASSERT_EQ(c.threads_per_row, 32) << Label(spec);
-      ASSERT_TRUE(BwdRing(c.threads_per_row, c.vecs_per_thread, false)) << Label(spec);
+      ASSERT_TRUE(BwdRing(c.threads_per_row, c.vecs_per_thread, gated)) << Label(spec);
       const auto buf = MustBuffers(*plan);
       const testing::Worst w = testing::WorstOfPlan(*plan, *buf, 2);
-      std::printf("budget multiples  warp ring %-50s y %.3f dx %.3f dw %.3f h %.3f\n",
-                  Label(spec).c_str(), w.y, w.dx, w.dw, w.h);
-      EXPECT_TRUE(w.Within()) << Label(spec) << " " << program << ": dx " << w.dx << " dw "
-                              << w.dw << " h " << w.h;
+      std::printf("budget multiples  warp ring %-50s y %.3f dx %.3f dz %.3f dw %.3f h %.3f\n",
+                  Label(spec).c_str(), w.y, w.dx, w.dz, w.dw, w.h);
+      EXPECT_TRUE(w.Within()) << Label(spec) << " " << program << ": dx " << w.dx << " dz "
+                              << w.dz << " dw " << w.dw << " h " << w.h;
     }
   }
   for (int64_t dim : {384, 768}) {
@@ -875,6 +892,9 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   residual.set_residual(true);
   residual.set_residual_grad_in(true);
   ExpectBitwiseDeterministic(residual, "rmsnorm.bwd.det.partials");
+  StepSpec gate = RowsSpec(16387, 704);
+  gate.set_op(RMSNORM_SILU_GATE);
+  ExpectBitwiseDeterministic(gate, "rmsnorm_silu_gate.bwd.det.partials");
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
