@@ -231,8 +231,8 @@ const ProgramInfo kPrograms[] = {
      BackwardRowConfig,
      "backward, fixed row blocks (shape only; interleaved by steps where a row is under 16 KB "
      "a tensor or a step two rows), one dw partial row per block (FP64; FP32 above "
-     "H = 4096); where whole warps hold a row (and in the ungated warp rows of 2-3 "
-     "vectors, H = 264..768), the next "
+     "H = 4096); where whole warps hold a row (and in the ungated warp rows of 2-4 "
+     "vectors, H = 264..1024), the next "
      "two steps (one with 4 vectors a thread) copied into shared memory (cp.async) and a "
      "row's dh_in (the fused residual) "
      "loaded before its row sum, and with a power of two of them, as many row groups per CTA "
@@ -287,7 +287,7 @@ const ProgramInfo kPrograms[] = {
      GatedBackwardRowConfig,
      "gated backward (dx, dz), fixed row blocks (interleaved by steps where a row is under 16 "
      "KB a tensor), one FP64 dw partial row per block; where whole warps hold a row (and in "
-     "the warp rows of 3 vectors, D = 520..768), x, dy "
+     "the warp rows of 3-4 vectors, D = 520..1016), x, dy "
      "and z of the next steps copied into shared memory as in rmsnorm's (at D = "
      "13112..16384 a BF16 weight kept as BF16, or z through one stage beside an FP32 one)"},
     {"rmsnorm_silu_gate.bwd.split", RMSNORM_SILU_GATE, Stage::kBackward, true, 8, kMaxSplitDim,

@@ -85,7 +85,7 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // level, so the gated warp rows of 2 keep their registers (2026-12-01,
 // bench/results/2026-12-01-h200-bwd-warp-ring.txt).
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread, bool gate) {
-  if (threads_per_row == 32) return vecs_per_thread == 3 || (!gate && vecs_per_thread == 2);
+  if (threads_per_row == 32) return vecs_per_thread >= 3 || (!gate && vecs_per_thread == 2);
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
 }
 // Whether a backward row of 4 vectors per thread (H > 8192, one CTA-wide row
@@ -408,7 +408,7 @@ constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
 // 145 used, no spills).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
   if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
-  if (BwdWideRing(vpt)) return threads_per_row == 512 ? 128 : 152;
+  if (BwdWideRing(vpt)) return threads_per_row == 512 || threads_per_row == 32 ? 128 : 152;
   if (threads_per_row == 512 && BwdRing(threads_per_row, vpt, gate)) return 128;
   return BwdMaxRegs(threads_per_row, vpt, gate);
 }
@@ -499,12 +499,23 @@ inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
 // 0.76-0.93 of copy), 0.79x at 16384 rows and 0.91x at 4096 (2026-12-01,
 // bench/results/2026-12-01-h200-bwd-warp-ring.txt).
 inline constexpr int64_t kMaxBackwardWarpRow3Dim = 32 * 3 * kVecElems;
+// And up to 1024 with 4 vectors (two ring stages, BwdWideRing; 128
+// registers, 24-32 bytes spilled), where rows of 64 threads of 2 left up to
+// 24% of their slots empty: on the H200 the backward at H = 776..1024 ran
+// 0.89-0.95x the time from 65536 rows (0.67-0.91 -> 0.74-0.95 of copy), the
+// gated one at D = 776..896 0.83-0.87x; at D = 1024 (no empty slots in rows
+// of 64 threads) the gated one ran 0.97-0.99x from 65536 rows but 1.03x at
+// 4096, so the gate keeps its 64-thread rows there (2026-12-01, run 7 of
+// bench/results/2026-12-01-h200-bwd-warp-ring.txt).
+inline constexpr int64_t kMaxBackwardWarpRow4Dim = 32 * 4 * kVecElems;
 constexpr RowConfig BackwardRowConfigOf(int64_t dim, bool gate) {
   if (dim <= kMaxBackwardWarpRowDim) return WarpRowConfig(dim);
-  if (dim <= kMaxBackwardWarpRow3Dim) {
+  const int64_t warp_rows_max =
+      gate ? kMaxBackwardWarpRow4Dim - kVecElems : kMaxBackwardWarpRow4Dim;
+  if (dim <= warp_rows_max) {
     RowConfig c;
     c.threads_per_row = 32;
-    c.vecs_per_thread = 3;
+    c.vecs_per_thread = dim <= kMaxBackwardWarpRow3Dim ? 3 : 4;
     c.block = kWarpBlock;
     return c;
   }

@@ -1598,7 +1598,7 @@ __global__ void __launch_bounds__(256) DwFinish(const DwFinishParams p) {
   X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 4) X(64, 1) X(64, 2) X(64, 4) X(128, 4) \
   X(256, 4) X(512, 4)
 #define CAKE_BWD_CONFIGS(X)                                                                 \
-  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 3) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
+  X(8, 1) X(16, 1) X(32, 1) X(32, 2) X(32, 3) X(32, 4) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(512, 4) X(0, 2) X(0, 4)
 
 const void* RowForwardKernel(int threads_per_row, int vecs_per_thread, bool reverse) {
 #define CAKE_FWD(T, V)                                                         \
@@ -1660,7 +1660,7 @@ const void* RowForwardFlatKernel(const RowConfig& cfg, bool gate, bool dense, bo
   return nullptr;
 }
 
-#define CAKE_BWD_DH_IN_CONFIGS(X) X(32, 2) X(32, 3) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2) X(512, 4) X(0, 4)
+#define CAKE_BWD_DH_IN_CONFIGS(X) X(32, 2) X(32, 3) X(32, 4) X(64, 2) X(128, 2) X(256, 2) X(512, 2) X(0, 2) X(512, 4) X(0, 4)
 // The det.lockstep program's width that is not a power of two
 // (BwdLockstepWidth), without the gate.
 #define CAKE_BWD_LOCKSTEP_CONFIGS(X) X(96, 2)

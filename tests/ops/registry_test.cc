@@ -67,12 +67,20 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(gate_pow2, bwd.vecs_per_thread == 2 && !IsPow2(bwd.threads_per_row) &&
                                bwd.threads_per_row > kGateRing768MaxThreads && gate)
           << dim;
-      // Warp rows of 3 vectors at 520..768 (BwdRing), with the gate or
-      // without.
+      // Warp rows of 3 vectors at 520..768 and of 4 at 776..1024 (BwdRing),
+      // with the gate or without, but for the gate's rows of 64 threads of 2
+      // at D = 1024.
       const bool warp3 = dim > 512 && dim <= 768;
+      const bool warp4 = dim > 768 && dim <= 1024;
       ASSERT_EQ(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 3, warp3) << dim;
-      ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
-      ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
+      ASSERT_EQ(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 4, warp4) << dim;
+      if (gate && dim == 1024) {
+        ASSERT_EQ(c.threads_per_row, 64) << dim;
+        ASSERT_EQ(c.vecs_per_thread, 2) << dim;
+      } else {
+        ASSERT_EQ(c.threads_per_row, gate_pow2 ? 512 : bwd.threads_per_row) << dim;
+        ASSERT_EQ(c.vecs_per_thread, bwd.vecs_per_thread) << dim;
+      }
       ASSERT_LE(c.block, BwdThreadsPerSm(c.threads_per_row, c.vecs_per_thread, gate)) << dim;
       for (bool dh_in : {false, true}) {
         for (bool w_fp32 : {false, true}) {
@@ -123,7 +131,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     ASSERT_LE(fwd.block, kMaxWideBlock);
     // The backward holds at most 2 vectors per thread up to dim 8192, but
     // for its warp rows of 3.
-    if (dim <= 8192 && !(bwd.threads_per_row == 32 && bwd.vecs_per_thread == 3)) {
+    if (dim <= 8192 && !(bwd.threads_per_row == 32 && bwd.vecs_per_thread >= 3)) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
     }
     // Every forward instance has its reverse twin (the recompute's).
@@ -177,7 +185,8 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
       ASSERT_EQ(lock.ctas_per_sm(per_sm), kLockstepCtasPerSm) << dim;
       ASSERT_GT(lock.ctas_per_sm(per_sm) * lock.block + lock.threads_per_row, per_sm) << dim;
       for (bool dh_in : {false, true}) {
-        ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim, false), smem_optin)
+        ASSERT_LE(dim * 4 + BwdRingBytes(lock, false, dh_in) + BwdFoldBytes(lock, dim, false),
+                  smem_optin)
             << dim;
         const void* k = RowBackwardKernel(lock.threads_per_row, lock.vecs_per_thread, false,
                                           dh_in, lock.block, false);

@@ -179,6 +179,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   warp3_residual.set_residual_grad_in(true);
   StepSpec warp3_gate = RowsSpec(13, 704, true);
   warp3_gate.set_op(RMSNORM_SILU_GATE);
+  StepSpec warp4_gate = RowsSpec(13, 776, true);
+  warp4_gate.set_op(RMSNORM_SILU_GATE);
   const struct {
     StepSpec spec;
     const char* to;
@@ -187,6 +189,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
       {RowsSpec(13, 768, true), "rmsnorm.bwd.det.partials"},
       {warp3_residual, "rmsnorm.bwd.det.partials"},
       {warp3_gate, "rmsnorm_silu_gate.bwd.det.partials"},
+      {RowsSpec(13, 1024, true), "rmsnorm.bwd.det.partials"},
+      {warp4_gate, "rmsnorm_silu_gate.bwd.det.partials"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
       {residual_fwd, "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
@@ -830,8 +834,9 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
 
 // The warp rows of the backward's ring (BwdRing at 32 threads): 2 vectors a
 // thread at H = 264..512 (the last lanes' second vector empty below 512),
-// 3 at 520..768 (kMaxBackwardWarpRow3Dim), with the gate too (z through the
-// ring). det.partials and kb in place of the routed backward: blocks of
+// 3 at 520..768 (kMaxBackwardWarpRow3Dim) and 4 at 776..1024
+// (kMaxBackwardWarpRow4Dim), with the gate too (z through the ring; to
+// D = 1016). det.partials and kb in place of the routed backward: blocks of
 // whole steps of 8 rows short of their last rows (7, 1031, 4099 rows), an
 // FP32 weight, the fused residual's dh_in instance, dw in BF16; and bitwise
 // across runs and grids, where a CTA takes several blocks and reuses its
@@ -839,7 +844,7 @@ TEST_F(GpuTest, LockstepBackwardWithinBudgetAndBitwiseAcrossGrids) {
 TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   const TargetDevice device = *TargetDevice::Current();
   std::vector<StepSpec> specs;
-  for (int64_t dim : {264, 384, 512, 520, 640, 768}) {
+  for (int64_t dim : {264, 384, 512, 520, 640, 768, 776, 1024}) {
     for (int64_t tokens : {7, 1031, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
     specs.push_back(RowsSpec(1031, dim, true));
     specs.back().set_weight_dtype(FP32);
@@ -850,7 +855,7 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   specs.push_back(RowsSpec(4099, 768, true));
   specs.back().set_dw_dtype(BF16);
   // The gate's warp rows of 3 vectors (x, dy and z through two stages).
-  for (int64_t dim : {520, 640, 768}) {
+  for (int64_t dim : {520, 640, 768, 776, 1016}) {
     for (int64_t tokens : {7, 1031, 4099}) {
       specs.push_back(RowsSpec(tokens, dim, true));
       specs.back().set_op(RMSNORM_SILU_GATE);
@@ -885,7 +890,7 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
                               << w.dz << " dw " << w.dw << " h " << w.h;
     }
   }
-  for (int64_t dim : {384, 768}) {
+  for (int64_t dim : {384, 768, 1024}) {
     ExpectBitwiseDeterministic(RowsSpec(16387, dim), "rmsnorm.bwd.det.partials");
   }
   StepSpec residual = RowsSpec(16387, 640);
