@@ -208,28 +208,26 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // 3280..4088 (the 256-thread lockstep rows, as H = 4096); 3080..3272
     // stays split. Table .35: at H = 520..1024
     // (the split program's 64-thread rows) split again up to 16384 rows, to
-    // 24576 at 520..768 without the residual; table .55 (det.partials' warp
-    // rows through the ring): det.partials at 384..768 from 16384 rows (640..768
-    // from 12288), with the residual or without.
+    // 24576 at 520..768 without the residual; tables .55-.56 (det.partials'
+    // warp rows through the ring): det.partials at 384..1024 from 16384 rows
+    // (640..768 from 12288), with the residual or without (tables .37-.38 had
+    // split with the residual at any rows).
     for (int64_t dim : {520, 768, 1024}) {
-      const bool warp_rows = dim <= 768;
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(12287, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(16383, dim, det)),
                 dim == 768 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
           << dim;
-      EXPECT_EQ(backward(RowsSpec(16384, dim, det)),
-                warp_rows ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
-          << dim;
-      // Tables .37-.38: with the fused residual at any rows (the window
-      // measured to 262144), at H = 776..1024 since table .55.
+      EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       StepSpec residual = RowsSpec(1, dim, det);
       residual.set_residual(true);
-      const char* residual_program = warp_rows ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split";
-      EXPECT_EQ(backward_at(residual, 16384), residual_program) << dim;
-      EXPECT_EQ(backward_at(residual, 16385), residual_program) << dim;
-      EXPECT_EQ(backward_at(residual, 32769), residual_program) << dim;
-      EXPECT_EQ(backward_at(residual, 262144), residual_program) << dim;
+      EXPECT_EQ(backward_at(residual, 16383),
+                dim == 768 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
+          << dim;
+      EXPECT_EQ(backward_at(residual, 16384), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(residual, 16385), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(residual, 32769), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(residual, 262144), "rmsnorm.bwd.det.partials") << dim;
       // The gated backward (det.partials serves both modes): split up to
       // 2560 rows (2048 before table .38).
       StepSpec gate = RowsSpec(1, dim, det);
@@ -240,9 +238,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(24576, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     // Table .55: det.partials at 16384 rows of H = 384..632 (split below),
-    // from 12288 at 640..768; H = 376 keeps split there.
-    for (int64_t dim : {384, 512, 632, 640, 768}) {
-      const int64_t from = dim >= 640 ? 12288 : 16384;
+    // from 12288 at 640..768; H = 376 keeps split there; table .56: at 16384
+    // rows of 776..1024 too.
+    for (int64_t dim : {384, 512, 632, 640, 768, 776, 1024}) {
+      const int64_t from = dim >= 640 && dim <= 768 ? 12288 : 16384;
       EXPECT_EQ(backward(RowsSpec(from - 1, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(from, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
