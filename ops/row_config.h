@@ -72,18 +72,18 @@ constexpr bool BwdWarpRowSteps(int threads_per_row, int vecs_per_thread) {
 // Whether a backward thread copies its vectors of the next rows into a
 // shared-memory ring asynchronously (cp.async, BwdAsyncStages) rather than
 // loading them into registers: where a row group of whole warps holds 2
-// vectors per thread, the ungated warp rows of 2 (H = 264..512) and the
-// warp rows of 3 (D = 520..768, kMaxBackwardWarpRow3Dim). Rows of 4 come
-// through a ring too (BwdWideRing), but none of what follows from this one
-// (lockstep groups, row pairs) applies to them. The warp rows of a CTA
-// share its steps (kLockstep in the kernel)
-// but sum their rows within the warp, with no barrier. Against the rows
-// loaded into registers one step ahead (one row of the warp in flight), on
-// the H200 the ungated backward at H = 448 and 512 ran 0.89-0.91x the time
-// from 65536 rows (0.866 -> 0.951 of copy at [262144, 512]), 384 0.92-0.93x
-// and 264 0.96-0.97x; with the gate, 264 and 384 ran 1.03-1.07x and 512
-// level, so the gated warp rows of 2 keep their registers (2026-12-01,
-// bench/results/2026-12-01-h200-bwd-warp-ring.txt).
+// vectors per thread, in the ungated warp rows of 2 (H = 264..512) and in
+// the warp rows of 3 and 4 (D = 520..1024, kMaxBackwardWarpRow3Dim and
+// kMaxBackwardWarpRow4Dim). The other rows of 4 (one CTA-wide row group an
+// SM above H = 8192) come through a ring too (BwdWideRing), but no lockstep
+// groups or row pairs. The warp rows of a CTA share its steps (kLockstep in
+// the kernel) but sum their rows within the warp, with no barrier. Against
+// the rows loaded into registers one step ahead (one row of the warp in
+// flight), on the H200 the ungated backward at H = 448 and 512 ran
+// 0.89-0.91x the time from 65536 rows (0.866 -> 0.951 of copy at [262144,
+// 512]), 384 0.92-0.93x and 264 0.96-0.97x; with the gate, 264 and 384 ran
+// 1.03-1.07x and 512 level, so the gated warp rows of 2 keep their
+// registers (2026-12-01, bench/results/2026-12-01-h200-bwd-warp-ring.txt).
 constexpr bool BwdRing(int threads_per_row, int vecs_per_thread, bool gate) {
   if (threads_per_row == 32) return vecs_per_thread >= 3 || (!gate && vecs_per_thread == 2);
   return (threads_per_row == 0 || threads_per_row > 32) && vecs_per_thread == 2;
@@ -405,7 +405,8 @@ constexpr int BwdMaxRegs(int threads_per_row, int vpt, bool gate) {
 // (bench/results/2026-12-01-h200-bwd-rstd-ring-regs.txt). The dh_in
 // instances of 4 vectors a thread (BwdWideRing), alone on their SMs too:
 // 128 at 512 threads, 152 at the run-time widths up to 416 (ptxas: 128 and
-// 145 used, no spills).
+// 145 used, no spills); the warp rows of 4 (two 256-thread CTAs an SM) keep
+// 128 (32 bytes spilled, as their instance without dh_in).
 constexpr int BwdInstanceMaxRegs(int threads_per_row, int vpt, bool gate, bool dh_in) {
   if (gate || !dh_in) return BwdMaxRegs(threads_per_row, vpt, gate);
   if (BwdWideRing(vpt)) return threads_per_row == 512 || threads_per_row == 32 ? 128 : 152;
@@ -484,8 +485,9 @@ constexpr int BwdAsyncStages(int threads_per_row, int vecs_per_thread, bool gate
   return threads_per_row == 256 && !gate && !dh_in ? 2 : 3;
 }
 // The backward holds x, dy and two FP32 dw sums per column: up to 2 vectors
-// per thread (a warp holds rows up to 512) while 512 threads suffice
-// (dim <= 8192), 4 above. The CTA: BwdBlockOf.
+// per thread (a warp holds rows up to 512, and through the ring up to 1024
+// below) while 512 threads suffice (dim <= 8192), 4 above. The CTA:
+// BwdBlockOf.
 inline constexpr int64_t kMaxBackwardWarpRowDim = 32 * 2 * kVecElems;
 // A warp holds rows up to 768 with 3 vectors per thread (through the ring,
 // BwdRing; 512 threads an SM at 128 registers, the gate's x, dy and z in two
