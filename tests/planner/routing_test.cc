@@ -210,20 +210,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     // (the split program's 64-thread rows) split again up to 16384 rows, to
     // 24576 at 520..768 without the residual; tables .55-.56 (det.partials'
     // warp rows through the ring): det.partials at 384..1024 from 16384 rows
-    // (640..768 from 12288), with the residual or without (tables .37-.38 had
-    // split with the residual at any rows).
+    // (520..768 and 896..1024 from 12288 since table .57), with the residual
+    // or without (tables .37-.38 had split with the residual at any rows).
     for (int64_t dim : {520, 768, 1024}) {
       EXPECT_EQ(backward(RowsSpec(6144, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(12287, dim, det)), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward(RowsSpec(16383, dim, det)),
-                dim == 768 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
-          << dim;
+      EXPECT_EQ(backward(RowsSpec(16383, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       StepSpec residual = RowsSpec(1, dim, det);
       residual.set_residual(true);
-      EXPECT_EQ(backward_at(residual, 16383),
-                dim == 768 ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.split")
-          << dim;
+      EXPECT_EQ(backward_at(residual, 12287), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(residual, 12288), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward_at(residual, 16384), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward_at(residual, 16385), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward_at(residual, 32769), "rmsnorm.bwd.det.partials") << dim;
@@ -239,9 +236,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
     // Table .55: det.partials at 16384 rows of H = 384..632 (split below),
     // from 12288 at 640..768; H = 376 keeps split there; table .56: at 16384
-    // rows of 776..1024 too.
-    for (int64_t dim : {384, 512, 632, 640, 768, 776, 1024}) {
-      const int64_t from = dim >= 640 && dim <= 768 ? 12288 : 16384;
+    // rows of 776..1024 too; table .57: from 12288 rows at 520..768 and
+    // 896..1024.
+    for (int64_t dim : {384, 512, 520, 632, 640, 768, 776, 888, 896, 1024}) {
+      const int64_t from = dim >= 520 && (dim <= 768 || dim >= 896) ? 12288 : 16384;
       EXPECT_EQ(backward(RowsSpec(from - 1, dim, det)), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward(RowsSpec(from, dim, det)), "rmsnorm.bwd.det.partials") << dim;
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
