@@ -130,7 +130,7 @@ TEST(RowConfigTest, EveryDimFitsItsRowConfigAndHasAKernel) {
     }
     ASSERT_LE(fwd.block, kMaxWideBlock);
     // The backward holds at most 2 vectors per thread up to dim 8192, but
-    // for its warp rows of 3.
+    // for its warp rows of 3 and 4.
     if (dim <= 8192 && !(bwd.threads_per_row == 32 && bwd.vecs_per_thread >= 3)) {
       ASSERT_LE(bwd.vecs_per_thread, 2) << dim;
     }

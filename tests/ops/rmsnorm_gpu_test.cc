@@ -172,8 +172,8 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   gate_lockstep.set_op(RMSNORM_SILU_GATE);
   StepSpec gate_352 = RowsSpec(7, 5632, true);
   gate_352.set_op(RMSNORM_SILU_GATE);
-  // The warp rows through the ring (2 and 3 vectors a thread), the last
-  // step short of rows, the dh_in instance of 3 and the gate's.
+  // The warp rows through the ring (2, 3 and 4 vectors a thread), the last
+  // step short of rows, the dh_in instance of 3 and the gate's of 3 and 4.
   StepSpec warp3_residual = RowsSpec(13, 640, true);
   warp3_residual.set_residual(true);
   warp3_residual.set_residual_grad_in(true);
@@ -854,7 +854,8 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   }
   specs.push_back(RowsSpec(4099, 768, true));
   specs.back().set_dw_dtype(BF16);
-  // The gate's warp rows of 3 vectors (x, dy and z through two stages).
+  // The gate's warp rows of 3 and 4 vectors (x, dy and z through two
+  // stages; D = 1024 keeps its rows of 64 threads).
   for (int64_t dim : {520, 640, 768, 776, 1016}) {
     for (int64_t tokens : {7, 1031, 4099}) {
       specs.push_back(RowsSpec(tokens, dim, true));
