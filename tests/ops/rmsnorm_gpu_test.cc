@@ -33,12 +33,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::DeviceSnapshot;
+using testing::Gated;
 using testing::GpuTest;
 using testing::HeadsSpec;
 using testing::MustBuffers;
 using testing::MustPlan;
 using testing::RowsSpec;
 using testing::RunPlan;
+using testing::WithResidualGradIn;
 
 std::string Label(const StepSpec& s) {
   const Layout& l = s.layout();
@@ -143,54 +145,38 @@ TEST_F(GpuTest, SmallStepsOfEveryProgram) {
   StepSpec gate_bwd = HeadsSpec(3, 4, 128);
   gate_bwd.set_op(RMSNORM_SILU_GATE);
   gate_bwd.set_deterministic(true);
-  StepSpec residual_bwd = RowsSpec(9, 6144, true);
-  residual_bwd.set_residual(true);
-  residual_bwd.set_residual_grad_in(true);
+  const StepSpec residual_bwd = WithResidualGradIn(RowsSpec(9, 6144, true));
   // The fused backward at a few rows: lockstep groups with rows short of a
   // step (4096), and two rows a ring step (BwdRingPairs, 8192) with and
   // without dh_in.
-  StepSpec residual_pairs = RowsSpec(29, 8192, true);
-  residual_pairs.set_residual(true);
-  residual_pairs.set_residual_grad_in(true);
+  const StepSpec residual_pairs = WithResidualGradIn(RowsSpec(29, 8192, true));
   // The gated split backward's two 128-thread row groups a CTA (H = 1032..2048).
-  StepSpec gate_split_2048 = RowsSpec(6, 2048, true);
-  gate_split_2048.set_op(RMSNORM_SILU_GATE);
+  const StepSpec gate_split_2048 = Gated(RowsSpec(6, 2048, true));
   StepSpec residual_fwd = RowsSpec(9, 2568, true, {FORWARD});
   residual_fwd.set_residual(true);
-  StepSpec gate_groups = RowsSpec(9, 768, true, {FORWARD});
-  gate_groups.set_op(RMSNORM_SILU_GATE);
+  const StepSpec gate_groups = Gated(RowsSpec(9, 768, true, {FORWARD}));
   // The dense gated rows: 1024 threads, and 288 whose last warp holds one
   // vector (with the recompute's reversed instance).
-  StepSpec gate_dense = RowsSpec(9, 16384, true, {FORWARD});
-  gate_dense.set_op(RMSNORM_SILU_GATE);
-  StepSpec gate_dense_ckpt = RowsSpec(700, 4104, true);
-  gate_dense_ckpt.set_op(RMSNORM_SILU_GATE);
+  const StepSpec gate_dense = Gated(RowsSpec(9, 16384, true, {FORWARD}));
+  const StepSpec gate_dense_ckpt = Gated(RowsSpec(700, 4104, true));
   // The gated rows of 2 vectors at 768 threads an SM (BwdGateRingAt768):
   // three 256-thread groups in lockstep with rows short of a step, and a
   // run-time width of 352 threads.
-  StepSpec gate_lockstep = RowsSpec(13, 4096, true);
-  gate_lockstep.set_op(RMSNORM_SILU_GATE);
-  StepSpec gate_352 = RowsSpec(7, 5632, true);
-  gate_352.set_op(RMSNORM_SILU_GATE);
-  // The warp rows through the ring (2, 3 and 4 vectors a thread), the last
-  // step short of rows, the dh_in instance of 3 and the gate's of 3 and 4.
-  StepSpec warp3_residual = RowsSpec(13, 640, true);
-  warp3_residual.set_residual(true);
-  warp3_residual.set_residual_grad_in(true);
-  StepSpec warp3_gate = RowsSpec(13, 704, true);
-  warp3_gate.set_op(RMSNORM_SILU_GATE);
-  StepSpec warp4_gate = RowsSpec(13, 776, true);
-  warp4_gate.set_op(RMSNORM_SILU_GATE);
+  const StepSpec gate_lockstep = Gated(RowsSpec(13, 4096, true));
+  const StepSpec gate_352 = Gated(RowsSpec(7, 5632, true));
   const struct {
     StepSpec spec;
     const char* to;
   } forced[] = {
+      // The warp rows through the ring (2, 3 and 4 vectors a thread), the
+      // last step short of rows, the dh_in instance of 3 and the gate's of 3
+      // and 4.
       {RowsSpec(13, 384, true), "rmsnorm.bwd.det.partials"},
       {RowsSpec(13, 768, true), "rmsnorm.bwd.det.partials"},
-      {warp3_residual, "rmsnorm.bwd.det.partials"},
-      {warp3_gate, "rmsnorm_silu_gate.bwd.det.partials"},
+      {WithResidualGradIn(RowsSpec(13, 640, true)), "rmsnorm.bwd.det.partials"},
+      {Gated(RowsSpec(13, 704, true)), "rmsnorm_silu_gate.bwd.det.partials"},
       {RowsSpec(13, 1024, true), "rmsnorm.bwd.det.partials"},
-      {warp4_gate, "rmsnorm_silu_gate.bwd.det.partials"},
+      {Gated(RowsSpec(13, 776, true)), "rmsnorm_silu_gate.bwd.det.partials"},
       {RowsSpec(3000, 2048, true, {FORWARD}), "rmsnorm.fwd.loop"},
       {residual_fwd, "rmsnorm.fwd.loop"},
       {RowsSpec(33, 1536, true), "rmsnorm.bwd.split"},
@@ -848,22 +834,16 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
     for (int64_t tokens : {7, 1031, 4099}) specs.push_back(RowsSpec(tokens, dim, true));
     specs.push_back(RowsSpec(1031, dim, true));
     specs.back().set_weight_dtype(FP32);
-    specs.push_back(RowsSpec(1031, dim, true));
-    specs.back().set_residual(true);
-    specs.back().set_residual_grad_in(true);
+    specs.push_back(WithResidualGradIn(RowsSpec(1031, dim, true)));
   }
   specs.push_back(RowsSpec(4099, 768, true));
   specs.back().set_dw_dtype(BF16);
   // The gate's warp rows of 3 and 4 vectors (x, dy and z through two
   // stages; D = 1024 keeps its rows of 64 threads).
   for (int64_t dim : {520, 640, 768, 776, 1016}) {
-    for (int64_t tokens : {7, 1031, 4099}) {
-      specs.push_back(RowsSpec(tokens, dim, true));
-      specs.back().set_op(RMSNORM_SILU_GATE);
-    }
+    for (int64_t tokens : {7, 1031, 4099}) specs.push_back(Gated(RowsSpec(tokens, dim, true)));
   }
-  specs.push_back(RowsSpec(1031, 768, true));
-  specs.back().set_op(RMSNORM_SILU_GATE);
+  specs.push_back(Gated(RowsSpec(1031, 768, true)));
   specs.back().set_weight_dtype(FP32);
   for (const StepSpec& routed : specs) {
     const bool gated = routed.op() == RMSNORM_SILU_GATE;
@@ -894,13 +874,8 @@ TEST_F(GpuTest, WarpRowsThroughTheRingWithinBudget) {
   for (int64_t dim : {384, 768, 1024}) {
     ExpectBitwiseDeterministic(RowsSpec(16387, dim), "rmsnorm.bwd.det.partials");
   }
-  StepSpec residual = RowsSpec(16387, 640);
-  residual.set_residual(true);
-  residual.set_residual_grad_in(true);
-  ExpectBitwiseDeterministic(residual, "rmsnorm.bwd.det.partials");
-  StepSpec gate = RowsSpec(16387, 704);
-  gate.set_op(RMSNORM_SILU_GATE);
-  ExpectBitwiseDeterministic(gate, "rmsnorm_silu_gate.bwd.det.partials");
+  ExpectBitwiseDeterministic(WithResidualGradIn(RowsSpec(16387, 640)), "rmsnorm.bwd.det.partials");
+  ExpectBitwiseDeterministic(Gated(RowsSpec(16387, 704)), "rmsnorm_silu_gate.bwd.det.partials");
 }
 
 TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {

@@ -32,6 +32,19 @@ inline StepSpec HeadsSpec(int64_t tokens, int64_t heads, int64_t dim, int64_t to
   return s;
 }
 
+// `spec` as the gated op (rmsnorm_silu_gate_train).
+inline StepSpec Gated(StepSpec spec) {
+  spec.set_op(RMSNORM_SILU_GATE);
+  return spec;
+}
+
+// `spec` with the fused residual and its incoming gradient dh_in.
+inline StepSpec WithResidualGradIn(StepSpec spec) {
+  spec.set_residual(true);
+  spec.set_residual_grad_in(true);
+  return spec;
+}
+
 }  // namespace cake::testing
 
 #endif  // CAKE_TESTS_TESTING_SPECS_H_
