@@ -42,6 +42,9 @@ bool Matches(const Window& w, const StepSpec& spec, PhaseKind kind) {
   if (w.mode() == MODE_NONDETERMINISTIC && spec.deterministic()) return false;
   if (w.residual() == RESIDUAL_WITH && !spec.residual()) return false;
   if (w.residual() == RESIDUAL_WITHOUT && spec.residual()) return false;
+  if (w.residual() == RESIDUAL_WITH_GRAD_IN && !(spec.residual() && spec.residual_grad_in())) {
+    return false;
+  }
   return InRange(s.rows(), w.rows_min(), w.rows_max());
 }
 
@@ -75,6 +78,11 @@ absl::Status CheckRoutingTable(const RoutingTable& table) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".program = \"", w.program(),
                                                      "\": is a ", StageName(p->stage),
                                                      " program of ", Op_Name(p->op)));
+    }
+    if (w.residual() == RESIDUAL_WITH_GRAD_IN && w.phase_kind() != PHASE_KIND_BACKWARD) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".residual = RESIDUAL_WITH_GRAD_IN: a backward form (the forward "
+                              "does not read the incoming gradient)"));
     }
     if (w.dim_min() < 0 || (w.dim_max() != 0 && w.dim_max() < w.dim_min())) {
       return absl::InvalidArgumentError(

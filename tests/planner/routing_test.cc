@@ -144,6 +144,8 @@ TEST(RoutingTableCheckTest, RejectsBadWindows) {
        "dim 10..5 is empty"},
       {R"pb(arch: "a" version: "v" windows { op: RMSNORM program: "rmsnorm.fwd.cta" evidence: "e" })pb",
        "phase_kind: must be set"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD residual: RESIDUAL_WITH_GRAD_IN program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "windows[0].residual = RESIDUAL_WITH_GRAD_IN: a backward form"},
       {R"pb(version: "v")pb", "arch is empty"},
       {R"pb(arch: "a" version: "v" windows { bogus: 1 })pb", "t:1:"},
   };
@@ -245,6 +247,26 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     EXPECT_EQ(backward(RowsSpec(16384, 376, det)), "rmsnorm.bwd.split");
+    // Table .58: with the fused residual and its incoming gradient,
+    // det.partials from 12288 rows at H = 384..512, from 8192 at 520..568
+    // and from 6144 at 576..1024; the residual without the incoming gradient
+    // (a backward without dh_in) keeps the windows above.
+    for (int64_t dim : {384, 512, 520, 568, 576, 832, 1024}) {
+      const int64_t from = dim <= 512 ? 12288 : dim <= 568 ? 8192 : 6144;
+      StepSpec grad_in = RowsSpec(1, dim, det);
+      grad_in.set_residual(true);
+      grad_in.set_residual_grad_in(true);
+      EXPECT_EQ(backward_at(grad_in, from - 1), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(grad_in, from), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(grad_in, 16384), "rmsnorm.bwd.det.partials") << dim;
+      StepSpec residual_only = grad_in;
+      residual_only.set_residual_grad_in(false);
+      EXPECT_EQ(backward_at(residual_only, from), "rmsnorm.bwd.split") << dim;
+    }
+    StepSpec grad_in_264 = RowsSpec(12288, 264, det);
+    grad_in_264.set_residual(true);
+    grad_in_264.set_residual_grad_in(true);
+    EXPECT_EQ(backward(grad_in_264), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 776, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
     StepSpec residual_1032 = RowsSpec(16385, 1032, det);
@@ -1019,7 +1041,8 @@ TEST(RoutingTableTest, EveryEmbeddedWindowRoutesSomeSpec) {
         }
         spec.set_op(w.op());
         if (w.weight_dtype() != DTYPE_UNSPECIFIED) spec.set_weight_dtype(w.weight_dtype());
-        spec.set_residual(w.residual() == RESIDUAL_WITH);
+        spec.set_residual(w.residual() == RESIDUAL_WITH || w.residual() == RESIDUAL_WITH_GRAD_IN);
+        spec.set_residual_grad_in(w.residual() == RESIDUAL_WITH_GRAD_IN);
         absl::StatusOr<StepSpec> canonical = Canonicalize(spec);
         if (!canonical.ok()) continue;
         absl::StatusOr<Route> r = RouteLaunch(table, *canonical, w.phase_kind());
