@@ -263,6 +263,20 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       residual_only.set_residual_grad_in(false);
       EXPECT_EQ(backward_at(residual_only, from), "rmsnorm.bwd.split") << dim;
     }
+    // Table .59: with the incoming gradient from 4096 rows at H = 2560..3072
+    // and from 1024 at 4104..6144 (from 1536 since table .47).
+    for (int64_t dim : {2560, 3072, 4104, 5120, 6144}) {
+      const int64_t from = dim <= 3072 ? 4096 : 1024;
+      StepSpec grad_in = RowsSpec(1, dim, det);
+      grad_in.set_residual(true);
+      grad_in.set_residual_grad_in(true);
+      EXPECT_EQ(backward_at(grad_in, from - 1), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(grad_in, from), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(grad_in, 4096), "rmsnorm.bwd.det.partials") << dim;
+      StepSpec residual_only = grad_in;
+      residual_only.set_residual_grad_in(false);
+      EXPECT_EQ(backward_at(residual_only, from), "rmsnorm.bwd.split") << dim;
+    }
     StepSpec grad_in_264 = RowsSpec(12288, 264, det);
     grad_in_264.set_residual(true);
     grad_in_264.set_residual_grad_in(true);
@@ -810,9 +824,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         with_residual.set_residual(true);
         // Table .33: the dense program up to 2048 rows at H = 2568..4088.
         const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
-        // Table .34: the flat program at [16384, 16384].
+        // Table .34: the flat program at [16384, 16384]; table .59: at
+        // H = 8712..12288 from 1024 rows with a BF16 weight.
         const bool residual_dense = dim >= 2568 && dim <= 4088 && rows <= 2048;
-        const bool residual_flat = dim == 16384 && rows == 16384;
+        const bool residual_flat =
+            (dim == 16384 && rows == 16384) ||
+            (w == BF16 && dim >= 8712 && dim <= 12288 && rows >= 1024);
         EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
                                           : residual_dense ? "rmsnorm.fwd.flat.dense"
                                           : residual_flat  ? "rmsnorm.fwd.flat"
@@ -881,7 +898,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
   // Table .34 at H = 12288: the flat program for 1024..2048 rows (either
   // weight; 2049..8192 by the rule), for 16384..32768 with a BF16 weight,
-  // and at 16384 rows with the residual; the loop elsewhere.
+  // and at 16384 rows with the residual; the loop elsewhere. Table .59: with
+  // the residual and a BF16 weight, the flat program from 1024 rows.
   for (int64_t rows : {1023, 1024, 2048, 4096, 8193, 16383, 16384, 32768, 32769}) {
     StepSpec bf16 = RowsSpec(rows, 12288);
     StepSpec fp32 = bf16;
@@ -893,17 +911,22 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                                                                       : "rmsnorm.fwd.loop")
         << rows;
     EXPECT_EQ(forward(fp32), flat ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
-    EXPECT_EQ(forward(with_residual),
+    EXPECT_EQ(forward(with_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+        << rows << " residual";
+    StepSpec fp32_residual = fp32;
+    fp32_residual.set_residual(true);
+    EXPECT_EQ(forward(fp32_residual),
               (rows >= 2049 && rows <= 8192) || rows == 16384 ? "rmsnorm.fwd.flat"
                                                               : "rmsnorm.fwd.loop")
-        << rows << " residual";
+        << rows << " residual FP32";
   }
   // Table .51, between the measured widths above H = 8192, without the
   // residual: the dense program at H = 8200..8704 for 1025..8192 rows,
   // 8712..9216 for 1024..16384, 9224..10752 and 13320..16376 from 1024,
   // 12296..13312 for 1024..8192; elsewhere the rule (the loop, fwd.flat for
   // 2049..8192 rows), and so at H = 10760..12280. With the residual the rule
-  // but (table .53) the dense program at H = 13312..16376 from 1024 rows.
+  // but (table .53) the dense program at H = 13312..16376 from 1024 rows and
+  // (table .59, BF16 weight) fwd.flat at 8712..12288 from 1024 rows.
   struct Wide {
     int64_t dim_min, dim_max, rows_min, rows_max;
   } dense_windows[] = {{8200, 8704, 1025, 8192},
@@ -927,7 +950,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
         const bool residual_dense = dim >= 13312 && rows >= 1024;
-        EXPECT_EQ(forward(plain), residual_dense ? "rmsnorm.fwd.flat.dense" : rule)
+        const bool residual_flat = w == BF16 && dim >= 8712 && dim <= 12288 && rows >= 1024;
+        EXPECT_EQ(forward(plain), residual_dense  ? "rmsnorm.fwd.flat.dense"
+                                  : residual_flat ? "rmsnorm.fwd.flat"
+                                                  : rule)
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
     }
