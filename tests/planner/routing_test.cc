@@ -825,11 +825,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         // Table .33: the dense program up to 2048 rows at H = 2568..4088.
         const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
         // Table .34: the flat program at [16384, 16384]; table .59: at
-        // H = 8712..12288 from 1024 rows with a BF16 weight.
+        // H = 8712..12288 from 1024 rows.
         const bool residual_dense = dim >= 2568 && dim <= 4088 && rows <= 2048;
         const bool residual_flat =
-            (dim == 16384 && rows == 16384) ||
-            (w == BF16 && dim >= 8712 && dim <= 12288 && rows >= 1024);
+            (dim == 16384 && rows == 16384) || (dim >= 8712 && dim <= 12288 && rows >= 1024);
         EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
                                           : residual_dense ? "rmsnorm.fwd.flat.dense"
                                           : residual_flat  ? "rmsnorm.fwd.flat"
@@ -899,7 +898,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // Table .34 at H = 12288: the flat program for 1024..2048 rows (either
   // weight; 2049..8192 by the rule), for 16384..32768 with a BF16 weight,
   // and at 16384 rows with the residual; the loop elsewhere. Table .59: with
-  // the residual and a BF16 weight, the flat program from 1024 rows.
+  // the residual, the flat program from 1024 rows (either weight).
   for (int64_t rows : {1023, 1024, 2048, 4096, 8193, 16383, 16384, 32768, 32769}) {
     StepSpec bf16 = RowsSpec(rows, 12288);
     StepSpec fp32 = bf16;
@@ -915,9 +914,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         << rows << " residual";
     StepSpec fp32_residual = fp32;
     fp32_residual.set_residual(true);
-    EXPECT_EQ(forward(fp32_residual),
-              (rows >= 2049 && rows <= 8192) || rows == 16384 ? "rmsnorm.fwd.flat"
-                                                              : "rmsnorm.fwd.loop")
+    EXPECT_EQ(forward(fp32_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
         << rows << " residual FP32";
   }
   // Table .51, between the measured widths above H = 8192, without the
@@ -926,7 +923,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // 12296..13312 for 1024..8192; elsewhere the rule (the loop, fwd.flat for
   // 2049..8192 rows), and so at H = 10760..12280. With the residual the rule
   // but (table .53) the dense program at H = 13312..16376 from 1024 rows and
-  // (table .59, BF16 weight) fwd.flat at 8712..12288 from 1024 rows.
+  // (table .59) fwd.flat at 8712..12288 from 1024 rows.
   struct Wide {
     int64_t dim_min, dim_max, rows_min, rows_max;
   } dense_windows[] = {{8200, 8704, 1025, 8192},
@@ -950,7 +947,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
         const bool residual_dense = dim >= 13312 && rows >= 1024;
-        const bool residual_flat = w == BF16 && dim >= 8712 && dim <= 12288 && rows >= 1024;
+        const bool residual_flat = dim >= 8712 && dim <= 12288 && rows >= 1024;
         EXPECT_EQ(forward(plain), residual_dense  ? "rmsnorm.fwd.flat.dense"
                                   : residual_flat ? "rmsnorm.fwd.flat"
                                                   : rule)
