@@ -247,40 +247,32 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     EXPECT_EQ(backward(RowsSpec(16384, 376, det)), "rmsnorm.bwd.split");
-    // Table .58: with the fused residual and its incoming gradient,
-    // det.partials from 12288 rows at H = 384..512, from 8192 at 520..568
-    // and from 6144 at 576..1024; the residual without the incoming gradient
-    // (a backward without dh_in) keeps the windows above.
-    for (int64_t dim : {384, 512, 520, 568, 576, 832, 1024}) {
-      const int64_t from = dim <= 512 ? 12288 : dim <= 568 ? 8192 : 6144;
-      StepSpec grad_in = RowsSpec(1, dim, det);
-      grad_in.set_residual(true);
-      grad_in.set_residual_grad_in(true);
-      EXPECT_EQ(backward_at(grad_in, from - 1), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward_at(grad_in, from), "rmsnorm.bwd.det.partials") << dim;
-      EXPECT_EQ(backward_at(grad_in, 16384), "rmsnorm.bwd.det.partials") << dim;
-      StepSpec residual_only = grad_in;
+    // Tables .58-.59: with the fused residual and its incoming gradient,
+    // det.partials from 12288 rows at H = 384..512, from 8192 at 520..568,
+    // from 6144 at 576..1024, from 4096 at 2560..3072 and from 1024 at
+    // 4104..6144 (from 1536 since table .47); split below. The residual
+    // without the incoming gradient (a backward without dh_in) keeps the
+    // windows above; H = 264 keeps split.
+    auto grad_in_at = [&](int64_t dim, int64_t rows) {
+      StepSpec spec = RowsSpec(rows, dim, det);
+      spec.set_residual(true);
+      spec.set_residual_grad_in(true);
+      return spec;
+    };
+    const struct {
+      int64_t dim, from;
+    } grad_in_edges[] = {{384, 12288}, {512, 12288}, {520, 8192},  {568, 8192},
+                         {576, 6144},  {832, 6144},  {1024, 6144}, {2560, 4096},
+                         {3072, 4096}, {4104, 1024}, {5120, 1024}, {6144, 1024}};
+    for (const auto& e : grad_in_edges) {
+      EXPECT_EQ(backward(grad_in_at(e.dim, e.from - 1)), "rmsnorm.bwd.split") << e.dim;
+      EXPECT_EQ(backward(grad_in_at(e.dim, e.from)), "rmsnorm.bwd.det.partials") << e.dim;
+      EXPECT_EQ(backward(grad_in_at(e.dim, 16384)), "rmsnorm.bwd.det.partials") << e.dim;
+      StepSpec residual_only = grad_in_at(e.dim, e.from);
       residual_only.set_residual_grad_in(false);
-      EXPECT_EQ(backward_at(residual_only, from), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward(residual_only), "rmsnorm.bwd.split") << e.dim;
     }
-    // Table .59: with the incoming gradient from 4096 rows at H = 2560..3072
-    // and from 1024 at 4104..6144 (from 1536 since table .47).
-    for (int64_t dim : {2560, 3072, 4104, 5120, 6144}) {
-      const int64_t from = dim <= 3072 ? 4096 : 1024;
-      StepSpec grad_in = RowsSpec(1, dim, det);
-      grad_in.set_residual(true);
-      grad_in.set_residual_grad_in(true);
-      EXPECT_EQ(backward_at(grad_in, from - 1), "rmsnorm.bwd.split") << dim;
-      EXPECT_EQ(backward_at(grad_in, from), "rmsnorm.bwd.det.partials") << dim;
-      EXPECT_EQ(backward_at(grad_in, 4096), "rmsnorm.bwd.det.partials") << dim;
-      StepSpec residual_only = grad_in;
-      residual_only.set_residual_grad_in(false);
-      EXPECT_EQ(backward_at(residual_only, from), "rmsnorm.bwd.split") << dim;
-    }
-    StepSpec grad_in_264 = RowsSpec(12288, 264, det);
-    grad_in_264.set_residual(true);
-    grad_in_264.set_residual_grad_in(true);
-    EXPECT_EQ(backward(grad_in_264), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(grad_in_at(264, 12288)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 776, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
     StepSpec residual_1032 = RowsSpec(16385, 1032, det);
