@@ -140,7 +140,7 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
   CAKE_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   BenchRow row;
   row.set_shape(c.shape);
-  row.set_op(c.program.empty() ? c.op : absl::StrCat(c.op, " @", c.program));
+  row.set_op(RowOp(c));
   *row.mutable_spec() = plan.spec();
   row.set_bytes(BytesMoved(plan.spec()));
   // Accuracy of what is timed: one replay of each copy, checked against FP64.
@@ -178,6 +178,10 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 }
 
 }  // namespace
+
+std::string RowOp(const BenchCase& c) {
+  return c.program.empty() ? c.op : absl::StrCat(c.op, " @", c.program);
+}
 
 absl::StatusOr<const ProgramInfo*> ForcedProgram(const std::string& id) {
   const ProgramInfo* forced = FindProgram(id);
@@ -318,9 +322,13 @@ std::string FormatTable(const BenchReport& r) {
       r.tool(), r.machine().gpu(), r.machine().driver(), r.machine().cuda_runtime(), r.timer(),
       r.l2_flush_bytes() >> 20, r.l2_flush(), r.rounds(), r.replays_per_round(), r.warmup(), r.copy_gbps());
   for (const std::string& d : r.deviations()) absl::StrAppend(&out, "deviation: ", d, "\n");
-  absl::StrAppendFormat(&out, "%-30s %-9s %10s %10s  %-40s %8s %7s %7s %8s  %s\n", "shape", "op",
-                        "cake us", "peer us", "best peer", "speedup", "A/A", "of copy", "copy us",
-                        "notes");
+  // The op column: "ckpt.cast", or wider where a program was forced ("bwd
+  // @rmsnorm.bwd.split").
+  int op_width = 9;
+  for (const BenchRow& row : r.rows()) op_width = std::max(op_width, static_cast<int>(row.op().size()));
+  absl::StrAppendFormat(&out, "%-30s %-*s %10s %10s  %-40s %8s %7s %7s %8s  %s\n", "shape",
+                        op_width, "op", "cake us", "peer us", "best peer", "speedup", "A/A",
+                        "of copy", "copy us", "notes");
   for (const BenchRow& row : r.rows()) {
     std::string notes;
     for (const BenchImpl& p : row.impls()) {
@@ -334,13 +342,59 @@ std::string FormatTable(const BenchReport& r) {
     }
     const bool peer = !row.best_peer().empty();
     const bool copied = row.same_bytes_copy_us() > 0;
-    absl::StrAppendFormat(&out, "%-30s %-9s %10.1f %10s  %-40s %8s %7.3f %7.3f %8s  %s\n",
-                          row.shape(), row.op(), row.cake_us(),
+    absl::StrAppendFormat(&out, "%-30s %-*s %10.1f %10s  %-40s %8s %7.3f %7.3f %8s  %s\n",
+                          row.shape(), op_width, row.op(), row.cake_us(),
                           peer ? absl::StrFormat("%.1f", row.best_peer_us()) : "-",
                           peer ? row.best_peer() : "-",
                           peer ? absl::StrFormat("%.2fx", row.speedup()) : "-", row.aa_floor(),
                           row.copy_fraction(),
                           copied ? absl::StrFormat("%.1f", row.same_bytes_copy_us()) : "-", notes);
+  }
+  return out;
+}
+
+std::string FormatCandidates(const BenchReport& report) {
+  struct Group {
+    std::string shape, op;
+    double routed_us = 0;        // 0: no routed row
+    std::string fastest;         // "routed" or a program id
+    double fastest_us = 0;
+    int rows = 0;
+  };
+  std::vector<Group> groups;
+  for (const BenchRow& row : report.rows()) {
+    const size_t at = row.op().find(" @");
+    const std::string op = row.op().substr(0, at);
+    const std::string program = at == std::string::npos ? "routed" : row.op().substr(at + 2);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.shape == row.shape() && g.op == op;
+    });
+    if (it == groups.end()) {
+      Group g;
+      g.shape = row.shape();
+      g.op = op;
+      it = groups.insert(groups.end(), g);
+    }
+    ++it->rows;
+    if (at == std::string::npos) it->routed_us = row.cake_us();
+    if (it->fastest.empty() || row.cake_us() < it->fastest_us) {
+      it->fastest = program;
+      it->fastest_us = row.cake_us();
+    }
+  }
+  std::string out;
+  for (const Group& g : groups) {
+    if (g.rows < 2 || g.routed_us <= 0) continue;
+    if (out.empty()) {
+      out = absl::StrFormat(
+          "routed against the forced programs (<-- where the routed ones are more than %.0f%% "
+          "slower):\n%-30s %-9s %10s  %-36s %10s %14s\n",
+          kCandidateMargin * 100, "shape", "op", "routed us", "fastest", "us", "routed/fastest");
+    }
+    const double ratio = g.routed_us / g.fastest_us;
+    absl::StrAppendFormat(&out, "%-30s %-9s %10.2f  %-36s %10.2f %14.3f%s\n", g.shape, g.op,
+                          g.routed_us, g.fastest, g.fastest_us, ratio,
+                          ratio > 1 + kCandidateMargin ? "  <--" : "");
   }
   return out;
 }

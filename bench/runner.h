@@ -35,6 +35,10 @@ struct BenchCase {
   std::string program;
 };
 
+// A case's op as its report row names it: "bwd", or "bwd @rmsnorm.bwd.split"
+// with a program forced.
+std::string RowOp(const BenchCase& c);
+
 struct BenchOptions {
   int warmup = 3;
   int rounds = 5;
@@ -76,6 +80,14 @@ void Summarize(BenchRow& row, double copy_gbps);
 
 // The table of BENCH.md, one line per row.
 std::string FormatTable(const BenchReport& report);
+
+// Where a report holds a shape and op timed with the routed programs (op
+// "bwd") and with others forced (op "bwd @rmsnorm.bwd.split", `--program`):
+// per shape and op, the routed time, the fastest of all and routed / fastest,
+// marked where the routed programs are more than kCandidateMargin slower.
+// Empty where no shape and op has both.
+inline constexpr double kCandidateMargin = 0.02;
+std::string FormatCandidates(const BenchReport& report);
 
 // JSON with the proto field names, written atomically.
 absl::Status WriteReportJson(const BenchReport& report, const std::string& path);

@@ -16,6 +16,7 @@
 #include "bench/runner.h"
 #include "bench/suite.h"
 #include "ops/registry.h"
+#include "ops/status.h"
 #include "ops/target.h"
 #include "planner/plan_io.h"
 #include "planner/planner.h"
@@ -29,7 +30,7 @@ const char kBenchUsage[] =
     "cake bench [SPEC...] [--ops fwd,bwd,ckpt,ckpt.cast] [--filter TEXT] [--part K/N]\n"
     "           [--mode det|nondet] [--rounds R] [--replays N] [--warmup W]\n"
     "           [--timer cupti|events] [--flush memset|kernel] [--json FILE] [--cases-out FILE]\n"
-    "           [--program ID]";
+    "           [--program ID[,ID...] | all]";
 const char kBenchHelp[] =
     "Times Cake's graphs as BENCH.md says: for each shape and op, the plan's Step and an\n"
     "independent A/A copy on their own buffers, L2 flushed before every replay, CUPTI spans\n"
@@ -50,7 +51,10 @@ const char kBenchHelp[] =
     "--program ID (a forward or backward) runs that program in place of the routed one of\n"
     "its stage, with the launches its dw form needs (dw.reduce, or a zeroed accumulator and\n"
     "dw.finish), on the cases whose spec it takes (the others are left out): candidates for\n"
-    "the routing table side by side.\n"
+    "the routing table side by side. A list (ID,ID,...; `routed` for the routed programs)\n"
+    "times each case once per entry, in the same rounds; `all` is `routed` and every forward\n"
+    "and backward program. Where a case ran routed and forced, a second table gives the\n"
+    "routed time, the fastest entry and their ratio, marked above 1.02.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",
@@ -94,6 +98,36 @@ class ProgressBar {
   bool tty_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// The programs --program names, "" for the routed ones: one entry (the
+// routed programs, or one forced) or a list of them, `all` being the routed
+// ones and every forward and backward program. InvalidArgument naming an
+// entry that is no such program or no forward or backward, or repeated.
+absl::StatusOr<std::vector<std::string>> ProgramsToTime(const std::string& flag) {
+  if (flag.empty()) return std::vector<std::string>{""};
+  std::vector<std::string> ids;
+  for (absl::string_view entry : absl::StrSplit(flag, ',')) {
+    if (entry == "all") {
+      ids.push_back("routed");
+      for (const ProgramInfo& p : Programs()) {
+        if (p.stage == Stage::kForward || p.stage == Stage::kBackward) ids.emplace_back(p.id);
+      }
+    } else {
+      ids.emplace_back(entry);
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& id : ids) {
+    const std::string program = id == "routed" ? "" : id;
+    if (!program.empty()) CAKE_RETURN_IF_ERROR(bench::ForcedProgram(program).status());
+    if (std::find(out.begin(), out.end(), program) != out.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--program \"", flag, "\": \"", id, "\" named twice"));
+    }
+    out.push_back(program);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -159,6 +193,9 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
   // nominal device: routing does not depend on the SM count).
   const absl::StatusOr<TargetDevice> nominal = TargetDevice::ForArch(KnownArches().front());
   if (!nominal.ok()) return Bad(std::string(nominal.status().message()));
+  const absl::StatusOr<std::vector<std::string>> programs =
+      ProgramsToTime(FlagOr(flags, "program", ""));
+  if (!programs.ok()) return Bad(std::string(programs.status().message()));
   std::vector<bench::BenchCase> cases;
   for (const bench::SuiteShape& shape : shapes) {
     std::vector<std::string> ops = bench::OpsOf(shape);
@@ -175,24 +212,25 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     for (const std::string& op : ops) {
       absl::StatusOr<StepSpec> spec = bench::SpecFor(shape, op, mode == "det");
       if (!spec.ok()) return Bad(std::string(spec.status().message()));
-      const bench::BenchCase c{shape.shape, op, *spec, FlagOr(flags, "program", "")};
-      if (!c.program.empty()) {
-        const absl::StatusOr<const ProgramInfo*> forced = bench::ForcedProgram(c.program);
-        if (!forced.ok()) return Bad(std::string(forced.status().message()));
-        // Left out: the cases where it cannot run (a phase of another stage
-        // only, a spec it does not take).
-        const bool stage_runs = (*forced)->stage == Stage::kForward ? op != "bwd" : op != "fwd";
-        if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
-      }
       if (flags.count("filter")) {
-        const std::string name = absl::StrCat(c.shape, " ", c.op);
+        const std::string name = absl::StrCat(shape.shape, " ", op);
         bool keep = false;
         for (absl::string_view any : absl::StrSplit(flags.at("filter"), '|')) {
           keep = keep || absl::StrContains(name, any);
         }
         if (!keep) continue;
       }
-      cases.push_back(c);
+      for (const std::string& program : *programs) {
+        const bench::BenchCase c{shape.shape, op, *spec, program};
+        if (!c.program.empty()) {
+          const ProgramInfo* forced = *bench::ForcedProgram(c.program);
+          // Left out: the cases where it cannot run (a phase of another
+          // stage only, a spec it does not take).
+          const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
+          if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
+        }
+        cases.push_back(c);
+      }
     }
   }
   // Part K of N: a contiguous slice, so the parts together are the whole list.
@@ -206,7 +244,7 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
     for (const bench::BenchCase& c : cases) {
       BenchRow* row = listing.add_rows();
       row->set_shape(c.shape);
-      row->set_op(c.op);
+      row->set_op(bench::RowOp(c));
       *row->mutable_spec() = c.spec;
       row->set_bytes(bench::BytesMoved(c.spec));
     }
@@ -231,6 +269,9 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
   }
   if (parts > 1) report->add_deviations(absl::StrFormat("part %d of %d of the cases", part, parts));
   std::printf("%s", bench::FormatTable(*report).c_str());
+  if (const std::string candidates = bench::FormatCandidates(*report); !candidates.empty()) {
+    std::printf("\n%s", candidates.c_str());
+  }
   if (flags.count("json")) {
     if (absl::Status s = bench::WriteReportJson(*report, flags.at("json")); !s.ok()) {
       std::fprintf(stderr, "cake bench: %s\n", std::string(s.message()).c_str());

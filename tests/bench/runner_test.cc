@@ -96,5 +96,54 @@ TEST(FormatTableTest, RowsShowTheCopyOfTheirBytes) {
   EXPECT_THAT(lines[5], ::testing::ContainsRegex("0\\.000 +- *$"));
 }
 
+void AddRow(BenchReport& report, const std::string& shape, const std::string& op, double us) {
+  BenchRow* row = report.add_rows();
+  row->set_shape(shape);
+  row->set_op(op);
+  row->set_cake_us(us);
+}
+
+// A forced program's op ("fwd @rmsnorm.fwd.flat.dense") widens the op
+// column, so that every row's time stands under "cake us".
+TEST(FormatTableTest, ForcedProgramsKeepTheColumns) {
+  BenchReport report;
+  AddRow(report, "[4096, 2048] bf16w", "fwd", 9.8);
+  AddRow(report, "[4096, 2048] bf16w", "fwd @rmsnorm.fwd.flat.dense", 12.3);
+  const std::vector<std::string> lines = absl::StrSplit(FormatTable(report), '\n');
+  ASSERT_GE(lines.size(), 6u);
+  const size_t end = lines[3].find("cake us") + std::string("cake us").size();
+  ASSERT_NE(lines[3].find("cake us"), std::string::npos);
+  EXPECT_EQ(lines[4].substr(end - 3, 3), "9.8") << lines[4];
+  EXPECT_EQ(lines[5].substr(end - 4, 4), "12.3") << lines[5];
+}
+
+// `--program routed,...`: per shape and op, the routed time against the
+// fastest entry, marked only where the routed one is more than 2% slower;
+// shapes timed one way only have no line.
+TEST(FormatCandidatesTest, RoutedAgainstTheFastestEntry) {
+  BenchReport report;
+  AddRow(report, "[4096, 2560] residual", "bwd", 38.10);
+  AddRow(report, "[4096, 2560] residual", "bwd @rmsnorm.bwd.det.partials", 33.91);
+  AddRow(report, "[4096, 2560] residual", "bwd @rmsnorm.bwd.split", 38.05);
+  AddRow(report, "[16384, 2048] bf16w", "bwd", 80.29);
+  AddRow(report, "[16384, 2048] bf16w", "bwd @rmsnorm.bwd.det.lockstep", 80.00);
+  AddRow(report, "[16384, 2048] bf16w", "fwd", 64.70);
+  AddRow(report, "[1024, 64] bf16w", "fwd @rmsnorm.fwd.flat", 2.0);
+  AddRow(report, "[1024, 64] bf16w", "fwd @rmsnorm.fwd.warp", 2.5);
+  const std::vector<std::string> lines = absl::StrSplit(FormatCandidates(report), '\n');
+  ASSERT_EQ(lines.size(), 5u);  // a title, a header, two shapes and the last newline
+  EXPECT_THAT(lines[0], HasSubstr("more than 2% slower"));
+  EXPECT_THAT(lines[2], ::testing::StartsWith("[4096, 2560] residual"));
+  EXPECT_THAT(lines[2], ::testing::ContainsRegex(
+                            "38\\.10 +rmsnorm\\.bwd\\.det\\.partials +33\\.91 +1\\.124  <--$"));
+  EXPECT_THAT(lines[3], ::testing::StartsWith("[16384, 2048] bf16w"));
+  EXPECT_THAT(lines[3], ::testing::EndsWith(" 1.004"));
+  EXPECT_EQ(lines[4], "");
+  BenchReport routed_only;
+  AddRow(routed_only, "[16384, 2048] bf16w", "bwd", 80.29);
+  AddRow(routed_only, "[16384, 2048] bf16w", "fwd", 64.70);
+  EXPECT_EQ(FormatCandidates(routed_only), "");
+}
+
 }  // namespace
 }  // namespace cake::bench

@@ -104,6 +104,15 @@ expect "bench program in ckpt" 0 "^wrote 18 case\\(s\\)" -- "$cake" bench --prog
 expect "bench program, dw form" 0 "^wrote 3 case\\(s\\)" -- "$cake" bench --program rmsnorm.bwd.kb --mode nondet --ops bwd --filter "[16384, 1536] bf16w|[65536, 6144] bf16w|[65536, 1536] bf16w" --cases-out "$tmp/c.json"
 expect "bench program, det" 2 "no case to run" -- "$cake" bench --program rmsnorm.bwd.kb --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
 expect "bench program, reduce" 2 "a reduce program" -- "$cake" bench --program dw.reduce --ops bwd --cases-out "$tmp/c.json"
+# A list of programs: each case once per entry that takes it; `all` is the
+# routed programs and every forward and backward (kb only in the
+# non-deterministic mode).
+expect "bench program all" 0 "^wrote 4 case\\(s\\)" -- "$cake" bench --program all --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
+grep -q '"op": "bwd @rmsnorm.bwd.det.lockstep"' "$tmp/c.json" && pass=$((pass + 1)) || { echo "FAIL bench program all: no det.lockstep row"; failures=$((failures + 1)); }
+expect "bench program all, nondet" 0 "^wrote 5 case\\(s\\)" -- "$cake" bench --program all --mode nondet --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
+expect "bench program list" 0 "^wrote 2 case\\(s\\)" -- "$cake" bench --program routed,rmsnorm.bwd.split --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
+expect "bench program twice" 2 "\"rmsnorm.bwd.split\" named twice" -- "$cake" bench --program all,rmsnorm.bwd.split
+expect "bench program list, bad entry" 2 "--program \"nope\": no such program" -- "$cake" bench --program rmsnorm.bwd.split,nope
 expect "bench spec file" 0 "^wrote 4 case\(s\)" -- "$cake" bench "$root/examples/specs/residual_rmsnorm_t16384_h6144.textproto" --cases-out "$tmp/c.json"
 expect "bench bad part" 2 "--part \"3/2\": expected K/N" -- "$cake" bench --part 3/2
 expect "bench bad op" 2 "--ops: \"nope\"" -- "$cake" bench --ops fwd,nope
