@@ -357,8 +357,10 @@ std::string FormatCandidates(const BenchReport& report) {
   struct Group {
     std::string shape, op;
     double routed_us = 0;        // 0: no routed row
+    double routed_aa = 0;        // the routed row's A/A floor
     std::string fastest;         // "routed" or a program id
     double fastest_us = 0;
+    double fastest_aa = 0;
     int rows = 0;
   };
   std::vector<Group> groups;
@@ -376,10 +378,14 @@ std::string FormatCandidates(const BenchReport& report) {
       it = groups.insert(groups.end(), g);
     }
     ++it->rows;
-    if (at == std::string::npos) it->routed_us = row.cake_us();
+    if (at == std::string::npos) {
+      it->routed_us = row.cake_us();
+      it->routed_aa = row.aa_floor();
+    }
     if (it->fastest.empty() || row.cake_us() < it->fastest_us) {
       it->fastest = program;
       it->fastest_us = row.cake_us();
+      it->fastest_aa = row.aa_floor();
     }
   }
   std::string out;
@@ -388,13 +394,14 @@ std::string FormatCandidates(const BenchReport& report) {
     if (out.empty()) {
       out = absl::StrFormat(
           "routed against the forced programs (<-- where the routed ones are more than %.0f%% "
-          "slower):\n%-30s %-9s %10s  %-36s %10s %14s\n",
+          "slower, and more than either row's A/A floor):\n%-30s %-9s %10s  %-36s %10s %14s\n",
           kCandidateMargin * 100, "shape", "op", "routed us", "fastest", "us", "routed/fastest");
     }
     const double ratio = g.routed_us / g.fastest_us;
+    const double floor = std::max({kCandidateMargin, g.routed_aa, g.fastest_aa});
     absl::StrAppendFormat(&out, "%-30s %-9s %10.2f  %-36s %10.2f %14.3f%s\n", g.shape, g.op,
                           g.routed_us, g.fastest, g.fastest_us, ratio,
-                          ratio > 1 + kCandidateMargin ? "  <--" : "");
+                          ratio > 1 + floor ? "  <--" : "");
   }
   return out;
 }

@@ -84,7 +84,8 @@ std::string FormatTable(const BenchReport& report);
 // Where a report holds a shape and op timed with the routed programs (op
 // "bwd") and with others forced (op "bwd @rmsnorm.bwd.split", `--program`):
 // per shape and op, the routed time, the fastest of all and routed / fastest,
-// marked where the routed programs are more than kCandidateMargin slower.
+// marked where the routed programs are slower by more than kCandidateMargin
+// and more than either row's A/A floor (its noise).
 // Empty where no shape and op has both.
 inline constexpr double kCandidateMargin = 0.02;
 std::string FormatCandidates(const BenchReport& report);

@@ -54,7 +54,8 @@ const char kBenchHelp[] =
     "the routing table side by side. A list (ID,ID,...; `routed` for the routed programs)\n"
     "times each case once per entry, in the same rounds; `all` is `routed` and every forward\n"
     "and backward program. Where a case ran routed and forced, a second table gives the\n"
-    "routed time, the fastest entry and their ratio, marked above 1.02.\n"
+    "routed time, the fastest entry and their ratio, marked above 1.02 and above both rows'\n"
+    "A/A floors.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
     "and runs nothing: bench/peers.py takes its cases from there. Needs no GPU.";
 const std::vector<std::string> kBenchFlags = {"ops",    "filter",  "part",   "mode",

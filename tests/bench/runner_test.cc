@@ -96,11 +96,13 @@ TEST(FormatTableTest, RowsShowTheCopyOfTheirBytes) {
   EXPECT_THAT(lines[5], ::testing::ContainsRegex("0\\.000 +- *$"));
 }
 
-void AddRow(BenchReport& report, const std::string& shape, const std::string& op, double us) {
+void AddRow(BenchReport& report, const std::string& shape, const std::string& op, double us,
+            double aa_floor = 0.005) {
   BenchRow* row = report.add_rows();
   row->set_shape(shape);
   row->set_op(op);
   row->set_cake_us(us);
+  row->set_aa_floor(aa_floor);
 }
 
 // A forced program's op ("fwd @rmsnorm.fwd.flat.dense") widens the op
@@ -118,8 +120,9 @@ TEST(FormatTableTest, ForcedProgramsKeepTheColumns) {
 }
 
 // `--program routed,...`: per shape and op, the routed time against the
-// fastest entry, marked only where the routed one is more than 2% slower;
-// shapes timed one way only have no line.
+// fastest entry, marked only where the routed one is more than 2% slower and
+// slower by more than either row's A/A floor; shapes timed one way only have
+// no line.
 TEST(FormatCandidatesTest, RoutedAgainstTheFastestEntry) {
   BenchReport report;
   AddRow(report, "[4096, 2560] residual", "bwd", 38.10);
@@ -130,15 +133,20 @@ TEST(FormatCandidatesTest, RoutedAgainstTheFastestEntry) {
   AddRow(report, "[16384, 2048] bf16w", "fwd", 64.70);
   AddRow(report, "[1024, 64] bf16w", "fwd @rmsnorm.fwd.flat", 2.0);
   AddRow(report, "[1024, 64] bf16w", "fwd @rmsnorm.fwd.warp", 2.5);
+  // 5% slower, but within the forced row's A/A floor of 6%: noise.
+  AddRow(report, "[4096, 2048] bf16w", "fwd", 10.5);
+  AddRow(report, "[4096, 2048] bf16w", "fwd @rmsnorm.fwd.flat.dense", 10.0, 0.06);
   const std::vector<std::string> lines = absl::StrSplit(FormatCandidates(report), '\n');
-  ASSERT_EQ(lines.size(), 5u);  // a title, a header, two shapes and the last newline
+  ASSERT_EQ(lines.size(), 6u);  // a title, a header, three shapes and the last newline
   EXPECT_THAT(lines[0], HasSubstr("more than 2% slower"));
   EXPECT_THAT(lines[2], ::testing::StartsWith("[4096, 2560] residual"));
   EXPECT_THAT(lines[2], ::testing::ContainsRegex(
                             "38\\.10 +rmsnorm\\.bwd\\.det\\.partials +33\\.91 +1\\.124  <--$"));
   EXPECT_THAT(lines[3], ::testing::StartsWith("[16384, 2048] bf16w"));
   EXPECT_THAT(lines[3], ::testing::EndsWith(" 1.004"));
-  EXPECT_EQ(lines[4], "");
+  EXPECT_THAT(lines[4], ::testing::StartsWith("[4096, 2048] bf16w"));
+  EXPECT_THAT(lines[4], ::testing::EndsWith(" 1.050"));
+  EXPECT_EQ(lines[5], "");
   BenchReport routed_only;
   AddRow(routed_only, "[16384, 2048] bf16w", "bwd", 80.29);
   AddRow(routed_only, "[16384, 2048] bf16w", "fwd", 64.70);
