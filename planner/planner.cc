@@ -197,7 +197,9 @@ absl::StatusOr<Plan> MakePlan(const StepSpec& in, const TargetDevice& target,
       CAKE_ASSIGN_OR_RETURN(last, AddBackward(b, table, spec, last, &plan));
       continue;
     }
-    CAKE_ASSIGN_OR_RETURN(Route route, RouteLaunch(table, spec, PHASE_KIND_FORWARD));
+    CAKE_ASSIGN_OR_RETURN(
+        Route route,
+        RouteLaunch(table, spec, phase == RECOMPUTE ? PHASE_KIND_RECOMPUTE : PHASE_KIND_FORWARD));
     if (route.default_rule) {
       plan.add_notes(absl::StrCat(Phase_Name(phase), ": ", route.reason));
     }

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -23,7 +24,7 @@ extern const int kNumEmbeddedRoutes;
 namespace {
 
 Stage StageOf(PhaseKind kind) {
-  return kind == PHASE_KIND_FORWARD ? Stage::kForward : Stage::kBackward;
+  return kind == PHASE_KIND_BACKWARD ? Stage::kBackward : Stage::kForward;
 }
 
 std::string Range(int64_t lo, int64_t hi) {
@@ -71,7 +72,8 @@ absl::Status CheckRoutingTable(const RoutingTable& table) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".program = \"", w.program(), "\": no such program"));
     }
-    if (w.phase_kind() != PHASE_KIND_FORWARD && w.phase_kind() != PHASE_KIND_BACKWARD) {
+    if (w.phase_kind() != PHASE_KIND_FORWARD && w.phase_kind() != PHASE_KIND_BACKWARD &&
+        w.phase_kind() != PHASE_KIND_RECOMPUTE) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".phase_kind: must be set"));
     }
     if (p->op != w.op() || p->stage != StageOf(w.phase_kind())) {
@@ -133,19 +135,24 @@ absl::StatusOr<const RoutingTable*> RoutingTableFor(absl::string_view arch) {
 
 absl::StatusOr<Route> RouteLaunch(const RoutingTable& table, const StepSpec& spec,
                                   PhaseKind kind) {
-  for (int i = 0; i < table.windows_size(); ++i) {
-    const Window& w = table.windows(i);
-    if (!Matches(w, spec, kind)) continue;
-    const ProgramInfo* p = FindProgram(w.program());
-    if (p == nullptr || !CheckSupports(*p, spec).ok()) continue;
-    return Route{p, false,
-                 absl::StrCat("window ", table.arch(), "/", table.version(), "[", i, "] ",
-                              DescribeWindow(w), "; evidence: ", w.evidence())};
+  // A recompute tries the recompute windows first, then the forward's.
+  std::vector<PhaseKind> kinds = {kind};
+  if (kind == PHASE_KIND_RECOMPUTE) kinds.push_back(PHASE_KIND_FORWARD);
+  for (PhaseKind k : kinds) {
+    for (int i = 0; i < table.windows_size(); ++i) {
+      const Window& w = table.windows(i);
+      if (!Matches(w, spec, k)) continue;
+      const ProgramInfo* p = FindProgram(w.program());
+      if (p == nullptr || !CheckSupports(*p, spec).ok()) continue;
+      return Route{p, false,
+                   absl::StrCat("window ", table.arch(), "/", table.version(), "[", i, "] ",
+                                DescribeWindow(w), "; evidence: ", w.evidence())};
+    }
   }
   const RowShape s = RowShapeOf(spec);
   std::string id;
   std::string rule;
-  if (kind == PHASE_KIND_FORWARD) {
+  if (kind != PHASE_KIND_BACKWARD) {
     const bool warp = s.dim <= kMaxWarpRowDim;
     id = absl::StrCat(OpPrefix(spec.op()), warp ? ".fwd.warp" : ".fwd.cta");
     rule = absl::StrCat("default rule: forward with dim ", s.dim, warp ? " <= " : " > ",

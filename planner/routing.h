@@ -2,8 +2,9 @@
 // table (checked-in data, embedded in the binary).
 //
 // Windows are tried in table order; the first window that matches the spec
-// and whose program supports it wins. A spec no window covers gets the
-// default rule:
+// and whose program supports it wins. A recompute tries the
+// PHASE_KIND_RECOMPUTE windows first, then the PHASE_KIND_FORWARD ones. A
+// spec no window covers gets the default rule:
 //   forward:  <op>.fwd.warp for dim <= 1024, else <op>.fwd.cta;
 //   backward: <op>.bwd.det.partials when deterministic, else <op>.bwd.kb.
 #ifndef CAKE_PLANNER_ROUTING_H_
@@ -35,7 +36,8 @@ absl::Status CheckRoutingTable(const RoutingTable& table);
 // arch has none.
 absl::StatusOr<const RoutingTable*> RoutingTableFor(absl::string_view arch);
 
-// Routes one launch of a canonical spec.
+// Routes one launch of a canonical spec: `kind` is PHASE_KIND_FORWARD,
+// PHASE_KIND_RECOMPUTE or PHASE_KIND_BACKWARD.
 absl::StatusOr<Route> RouteLaunch(const RoutingTable& table, const StepSpec& spec,
                                   PhaseKind kind);
 

@@ -60,6 +60,19 @@ TEST(PlanCaseTest, AForwardReplacesBothForwardPhases) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_THAT(Programs(*plan), ElementsAre("rmsnorm.fwd.flat", "rmsnorm.fwd.flat",
                                            "rmsnorm.bwd.det.partials", "dw.reduce"));
+  // Where a recompute window routes the recompute to another program
+  // (table .60: the gated D = 640..768 from 1025 rows), the forced one
+  // replaces it too.
+  StepSpec gate = testing::RowsSpec(4096, 768, true);
+  gate.set_op(RMSNORM_SILU_GATE);
+  EXPECT_THAT(Programs(*MakePlan(gate, H200())),
+              ElementsAre("rmsnorm_silu_gate.fwd.flat", "rmsnorm_silu_gate.fwd.flat.groups",
+                          "rmsnorm_silu_gate.bwd.det.partials", "dw.reduce"));
+  const absl::StatusOr<Plan> forced = PlanCase({"g", "ckpt", gate, "rmsnorm_silu_gate.fwd.flat"}, H200());
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_THAT(Programs(*forced),
+              ElementsAre("rmsnorm_silu_gate.fwd.flat", "rmsnorm_silu_gate.fwd.flat",
+                          "rmsnorm_silu_gate.bwd.det.partials", "dw.reduce"));
 }
 
 TEST(PlanCaseTest, ProgramsThatCannotRunAreRefusedByName) {

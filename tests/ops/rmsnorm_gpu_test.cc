@@ -16,11 +16,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "ops/launch.h"
 #include "ops/registry.h"
 #include "ops/row_kernels.h"
 #include "ops/shape.h"
 #include "planner/planner.h"
+#include "planner/routing.h"
 #include "planner/validate.h"
 #include "tests/testing/plans.h"
 #include "tests/testing/gpu_test.h"
@@ -912,6 +914,18 @@ TEST_F(GpuTest, NondeterministicBackwardStaysWithinBudgetOver20Runs) {
 
 // --- forward -----------------------------------------------------------------------
 
+// Runs `forward` on inputs from `seed`, then `recompute` on the same buffers
+// with the outputs poisoned in between: the output elements whose bits differ.
+int64_t RecomputeBitsDiffer(const Plan& forward, const Plan& recompute, int seed) {
+  const auto buf = MustBuffers(forward);
+  buf->Fill(seed);
+  RunPlan(forward, buf->b);
+  const testing::Outputs written(*buf);
+  buf->Poison();
+  RunPlan(recompute, buf->b);
+  return written.Diff(*buf);
+}
+
 // The recompute walks its rows from the last past 16 MiB of x
 // (WalksRowsFromTheLast, ReverseRows): through every forward program, forced
 // where the table routes another, both instances write the forward's y, rstd
@@ -953,13 +967,7 @@ TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
       ASSERT_EQ(pf.launches(0).program(), id);
       ASSERT_EQ(pr.launches(0).program(), id);
       ASSERT_EQ(pr.launches(0).phase(), RECOMPUTE);
-      const auto buf = MustBuffers(pf);
-      buf->Fill(21);
-      RunPlan(pf, buf->b);
-      const testing::Outputs forward(*buf);
-      buf->Poison();
-      RunPlan(pr, buf->b);
-      EXPECT_EQ(forward.Diff(*buf), 0) << id << " " << Label(spec);
+      EXPECT_EQ(RecomputeBitsDiffer(pf, pr, 21), 0) << id << " " << Label(spec);
       ran.insert(id);
       if (WalksRowsFromTheLast(pr.spec(), pr.launches(0))) reversed.insert(id);
     }
@@ -970,6 +978,52 @@ TEST_F(GpuTest, RecomputeEqualsForwardBitForBit) {
       EXPECT_EQ(reversed.count(std::string(p.id)), 1u) << p.id << " never ran from the last";
     }
   }
+}
+
+// A PHASE_KIND_RECOMPUTE window routes the recompute to another program than
+// the forward's: over every such window of the embedded table, at its
+// corners with either weight (the last row count past 16 MiB of x, so that
+// the recompute walks from the last row), the recompute as routed writes the
+// routed forward's y, rstd and h bit for bit.
+TEST_F(GpuTest, EveryRecomputeWindowWritesTheForwardsBits) {
+  const RoutingTable& table = **RoutingTableFor(TargetDevice::Current()->arch);
+  int windows = 0, differ = 0;
+  bool reversed = false;
+  for (int i = 0; i < table.windows_size(); ++i) {
+    const Window& w = table.windows(i);
+    if (w.phase_kind() != PHASE_KIND_RECOMPUTE) continue;
+    ++windows;
+    const std::string tag = absl::StrCat("[", i, "] ");
+    // Open edges (0) stand for the other edge.
+    const int64_t dim_min = std::max<int64_t>(w.dim_min(), 8);
+    const int64_t rows_min = std::max<int64_t>(w.rows_min(), 1);
+    for (int64_t dim : {dim_min, w.dim_max() == 0 ? dim_min : w.dim_max()}) {
+      for (int64_t rows : {rows_min, w.rows_max() == 0 ? rows_min : w.rows_max()}) {
+        for (DType weight : {BF16, FP32}) {
+          if (w.weight_dtype() != DTYPE_UNSPECIFIED && w.weight_dtype() != weight) continue;
+          StepSpec spec = RowsSpec(rows, dim, true, {FORWARD});
+          spec.set_op(w.op());
+          spec.set_weight_dtype(weight);
+          spec.set_residual(w.residual() == RESIDUAL_WITH);
+          StepSpec re = spec;
+          re.set_phases(0, RECOMPUTE);
+          const Plan pf = MustPlan(spec);
+          const Plan pr = MustPlan(re);
+          ASSERT_EQ(pr.launches(0).phase(), RECOMPUTE);
+          ASSERT_THAT(pr.launches(0).reason(), HasSubstr(tag)) << Label(spec);
+          if (pf.launches(0).program() != pr.launches(0).program()) ++differ;
+          reversed |= WalksRowsFromTheLast(pr.spec(), pr.launches(0));
+          EXPECT_EQ(RecomputeBitsDiffer(pf, pr, 23), 0)
+              << Label(spec) << ": " << pf.launches(0).program() << " then "
+              << pr.launches(0).program();
+        }
+      }
+    }
+  }
+  // The table has such windows, and they route the recompute elsewhere.
+  EXPECT_GT(windows, 0);
+  EXPECT_GT(differ, 0);
+  EXPECT_TRUE(reversed);
 }
 
 // --- edge cases ------------------------------------------------------------------

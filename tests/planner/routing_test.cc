@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+#include "planner/planner.h"
 #include "planner/validate.h"
 #include "tests/testing/specs.h"
 
@@ -123,6 +124,42 @@ TEST(RoutingTest, DefaultRulePerMode) {
             "rmsnorm_silu_gate.fwd.warp");
 }
 
+// A recompute takes a PHASE_KIND_RECOMPUTE window ahead of every forward
+// window, wherever it stands in the table, and the forward windows where no
+// recompute window matches; a forward never takes a recompute window.
+TEST(RoutingTest, RecomputeTakesItsWindowsBeforeTheForwards) {
+  absl::StatusOr<RoutingTable> t = ParseRoutingTable(R"pb(
+    arch: "sm_90a" version: "t3"
+    windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD dim_max: 2048 program: "rmsnorm.fwd.flat" evidence: "a" }
+    windows { op: RMSNORM phase_kind: PHASE_KIND_RECOMPUTE dim_max: 1024 program: "rmsnorm.fwd.cta" evidence: "b" }
+  )pb", "t3");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const StepSpec narrow = *Canonicalize(RowsSpec(64, 512));
+  const StepSpec wide = *Canonicalize(RowsSpec(64, 2048));
+  const StepSpec wider = *Canonicalize(RowsSpec(64, 4096));
+  absl::StatusOr<Route> recompute = RouteLaunch(*t, narrow, PHASE_KIND_RECOMPUTE);
+  ASSERT_TRUE(recompute.ok()) << recompute.status();
+  EXPECT_EQ(recompute->program->id, "rmsnorm.fwd.cta");
+  EXPECT_THAT(recompute->reason, HasSubstr("window sm_90a/t3[1] RMSNORM PHASE_KIND_RECOMPUTE"));
+  EXPECT_EQ(RouteLaunch(*t, narrow, PHASE_KIND_FORWARD)->program->id, "rmsnorm.fwd.flat");
+  absl::StatusOr<Route> fallback = RouteLaunch(*t, wide, PHASE_KIND_RECOMPUTE);
+  EXPECT_EQ(fallback->program->id, "rmsnorm.fwd.flat");
+  EXPECT_THAT(fallback->reason, HasSubstr("window sm_90a/t3[0]"));
+  // Neither kind of window: the forward's default rule.
+  absl::StatusOr<Route> none = RouteLaunch(*t, wider, PHASE_KIND_RECOMPUTE);
+  EXPECT_EQ(none->program->id, "rmsnorm.fwd.cta");
+  EXPECT_TRUE(none->default_rule);
+  EXPECT_THAT(none->reason, HasSubstr("default rule: forward with dim 4096 > 1024"));
+  // The plan's recompute takes it; its forward does not.
+  const TargetDevice h200 = *TargetDevice::ForArch("sm_90a");
+  absl::StatusOr<Plan> plan = MakePlan(RowsSpec(64, 512, true, {FORWARD, RECOMPUTE}), h200, *t);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->launches_size(), 2);
+  EXPECT_EQ(plan->launches(0).program(), "rmsnorm.fwd.flat");
+  EXPECT_EQ(plan->launches(1).program(), "rmsnorm.fwd.cta");
+  EXPECT_EQ(plan->launches(1).phase(), RECOMPUTE);
+}
+
 struct BadTable {
   const char* text;
   const char* message;
@@ -146,6 +183,10 @@ TEST(RoutingTableCheckTest, RejectsBadWindows) {
        "phase_kind: must be set"},
       {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_FORWARD residual: RESIDUAL_WITH_GRAD_IN program: "rmsnorm.fwd.cta" evidence: "e" })pb",
        "windows[0].residual = RESIDUAL_WITH_GRAD_IN: a backward form"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_RECOMPUTE residual: RESIDUAL_WITH_GRAD_IN program: "rmsnorm.fwd.cta" evidence: "e" })pb",
+       "windows[0].residual = RESIDUAL_WITH_GRAD_IN: a backward form"},
+      {R"pb(arch: "a" version: "v" windows { op: RMSNORM phase_kind: PHASE_KIND_RECOMPUTE program: "rmsnorm.bwd.split" evidence: "e" })pb",
+       "is a backward program of RMSNORM"},
       {R"pb(version: "v")pb", "arch is empty"},
       {R"pb(arch: "a" version: "v" windows { bogus: 1 })pb", "t:1:"},
   };
@@ -247,12 +288,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(RowsSpec(16384, dim, det)), "rmsnorm.bwd.det.partials") << dim;
     }
     EXPECT_EQ(backward(RowsSpec(16384, 376, det)), "rmsnorm.bwd.split");
-    // Tables .58-.59: with the fused residual and its incoming gradient,
+    // Tables .58-.60: with the fused residual and its incoming gradient,
     // det.partials from 12288 rows at H = 384..512, from 8192 at 520..568,
-    // from 6144 at 576..1024, from 4096 at 2560..3072 and from 1024 at
-    // 4104..6144 (from 1536 since table .47); split below. The residual
-    // without the incoming gradient (a backward without dh_in) keeps the
-    // windows above; H = 264 keeps split.
+    // from 6144 at 576..1024, from 4096 at 2560..3072, from 768 at
+    // 4104..6144 (from 1536 since table .47, 1024 in table .59) and from 384
+    // at 6152..8192 (from 1024 at 6560..8192 since table .47); split below.
+    // The residual without the incoming gradient (a backward without dh_in)
+    // keeps the windows above; H = 264 keeps split.
     auto grad_in_at = [&](int64_t dim, int64_t rows) {
       StepSpec spec = RowsSpec(rows, dim, det);
       spec.set_residual(true);
@@ -263,7 +305,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       int64_t dim, from;
     } grad_in_edges[] = {{384, 12288}, {512, 12288}, {520, 8192},  {568, 8192},
                          {576, 6144},  {832, 6144},  {1024, 6144}, {2560, 4096},
-                         {3072, 4096}, {4104, 1024}, {5120, 1024}, {6144, 1024}};
+                         {3072, 4096}, {4104, 768},  {5120, 768},  {6144, 768},
+                         {6152, 384},  {6400, 384},  {6552, 384},  {6560, 384},
+                         {8192, 384}};
     for (const auto& e : grad_in_edges) {
       EXPECT_EQ(backward(grad_in_at(e.dim, e.from - 1)), "rmsnorm.bwd.split") << e.dim;
       EXPECT_EQ(backward(grad_in_at(e.dim, e.from)), "rmsnorm.bwd.det.partials") << e.dim;
@@ -273,6 +317,24 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(backward(residual_only), "rmsnorm.bwd.split") << e.dim;
     }
     EXPECT_EQ(backward(grad_in_at(264, 12288)), "rmsnorm.bwd.split");
+    EXPECT_EQ(backward(grad_in_at(6152, 1535)), "rmsnorm.bwd.det.partials");
+    EXPECT_EQ(backward(grad_in_at(6144, 1535)), "rmsnorm.bwd.det.partials");
+    // Table .60: with an FP32 weight and without the residual det.partials
+    // at H = 5632..6144 from 1024 rows (1280 with a BF16 weight, table .48).
+    for (int64_t dim : {5632, 6144}) {
+      StepSpec fp32 = RowsSpec(1024, dim, det);
+      fp32.set_weight_dtype(FP32);
+      EXPECT_EQ(backward(fp32), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(fp32, 1023), "rmsnorm.bwd.split") << dim;
+      fp32.set_weight_dtype(BF16);
+      EXPECT_EQ(backward(fp32), "rmsnorm.bwd.split") << dim;
+      fp32.set_weight_dtype(FP32);
+      fp32.set_residual(true);
+      EXPECT_EQ(backward(fp32), "rmsnorm.bwd.split") << dim;
+    }
+    StepSpec fp32_5624 = RowsSpec(1024, 5624, det);
+    fp32_5624.set_weight_dtype(FP32);
+    EXPECT_EQ(backward(fp32_5624), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(12288, 776, det)), "rmsnorm.bwd.split");
     EXPECT_EQ(backward(RowsSpec(16385, 776, det)), "rmsnorm.bwd.det.partials");
     StepSpec residual_1032 = RowsSpec(16385, 1032, det);
@@ -322,6 +384,32 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             << dim << " " << rows;
       }
     }
+    // Table .60: the gated forward on fwd.flat.groups at D = 640..896 for
+    // 512..1024 rows, and the recompute alone at D = 640..768 from 1025 rows
+    // (fwd.flat had them; the forward's windows from 16384-65536 rows).
+    auto gated = [&](int64_t rows, int64_t dim, PhaseKind kind) {
+      StepSpec spec = RowsSpec(rows, dim, det);
+      spec.set_op(RMSNORM_SILU_GATE);
+      return std::string(RouteLaunch(**t, *Canonicalize(spec), kind)->program->id);
+    };
+    const std::string groups = "rmsnorm_silu_gate.fwd.flat.groups";
+    const std::string flat = "rmsnorm_silu_gate.fwd.flat";
+    for (int64_t dim : {640, 704, 768}) {
+      for (int64_t rows : {512, 1024, 1025, 4096, 65535}) {
+        EXPECT_EQ(gated(rows, dim, PHASE_KIND_RECOMPUTE), groups) << dim << " " << rows;
+        const bool forward_groups = rows <= 1024 || (dim == 640 && rows >= 16384);
+        EXPECT_EQ(gated(rows, dim, PHASE_KIND_FORWARD), forward_groups ? groups : flat)
+            << dim << " " << rows;
+      }
+      EXPECT_EQ(gated(511, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
+      EXPECT_EQ(gated(65536, dim, PHASE_KIND_FORWARD), groups) << dim;
+    }
+    for (int64_t dim : {632, 776, 896}) {
+      EXPECT_EQ(gated(4096, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
+      EXPECT_EQ(gated(1024, dim, PHASE_KIND_RECOMPUTE), dim == 632 ? flat : groups) << dim;
+    }
+    EXPECT_EQ(gated(1024, 904, PHASE_KIND_FORWARD), flat);
+    EXPECT_EQ(gated(1025, 896, PHASE_KIND_FORWARD), flat);
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
               det ? "rmsnorm.bwd.det.partials" : "rmsnorm.bwd.kb");
     EXPECT_EQ(backward(RowsSpec(6144, 512, det)), "rmsnorm.bwd.split");
@@ -491,10 +579,17 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.split");
     EXPECT_EQ(backward_at(narrow, 14336), "rmsnorm.bwd.det.partials");
     EXPECT_EQ(backward_at(narrow, 16384), "rmsnorm.bwd.det.partials");
+    // Table .60: at 128..192 for 12288..14335 rows only with the incoming
+    // gradient; a residual without it runs the split program there.
     for (int64_t dim : {128, 192}) {
       narrow.mutable_layout()->set_dim(dim);
+      narrow.set_residual_grad_in(true);
       EXPECT_EQ(backward_at(narrow, 12287), "rmsnorm.bwd.split") << dim;
       EXPECT_EQ(backward_at(narrow, 12288), "rmsnorm.bwd.det.partials") << dim;
+      EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.det.partials") << dim;
+      narrow.set_residual_grad_in(false);
+      EXPECT_EQ(backward_at(narrow, 12288), "rmsnorm.bwd.split") << dim;
+      EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.split") << dim;
     }
     narrow.mutable_layout()->set_dim(256);
     EXPECT_EQ(backward_at(narrow, 14335), "rmsnorm.bwd.split");

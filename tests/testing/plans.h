@@ -3,7 +3,9 @@
 #ifndef CAKE_TESTS_TESTING_PLANS_H_
 #define CAKE_TESTS_TESTING_PLANS_H_
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -63,11 +65,18 @@ inline absl::StatusOr<Plan> PlanRoutedTo(const StepSpec& spec, const ProgramInfo
   RoutingTable table;
   table.set_arch(routed->arch());
   table.set_version(absl::StrCat(routed->version(), "+", to.id));
-  Window* w = table.add_windows();
-  w->set_op(spec.op());
-  w->set_phase_kind(to.stage == Stage::kForward ? PHASE_KIND_FORWARD : PHASE_KIND_BACKWARD);
-  w->set_program(std::string(to.id));
-  w->set_evidence(evidence);
+  // A forward program runs the recompute too.
+  const std::vector<PhaseKind> kinds =
+      to.stage == Stage::kForward
+          ? std::vector<PhaseKind>{PHASE_KIND_RECOMPUTE, PHASE_KIND_FORWARD}
+          : std::vector<PhaseKind>{PHASE_KIND_BACKWARD};
+  for (PhaseKind kind : kinds) {
+    Window* w = table.add_windows();
+    w->set_op(spec.op());
+    w->set_phase_kind(kind);
+    w->set_program(std::string(to.id));
+    w->set_evidence(evidence);
+  }
   for (const Window& rest : routed->windows()) *table.add_windows() = rest;
   return MakePlan(spec, target, table);
 }
@@ -80,14 +89,19 @@ inline const Launch* LaunchOf(const Plan& plan, const std::string& id) {
   return nullptr;
 }
 
-// `plan` with the program of `to`'s stage (the first launch of that stage)
-// switched to `to` everywhere it runs.
-inline Plan ForceStage(const Plan& plan, const std::string& to, const TargetDevice& target) {
+// `plan` with every program of `to`'s stage (a recompute may run another
+// forward program than the forward) switched to `to` everywhere it runs.
+inline Plan ForceStage(Plan plan, const std::string& to, const TargetDevice& target) {
   const ProgramInfo* p = FindProgram(to);
+  std::vector<std::string> from;
   for (const Launch& l : plan.launches()) {
     const ProgramInfo* q = FindProgram(l.program());
-    if (q != nullptr && q->stage == p->stage) return ForceProgram(plan, l.program(), to, target);
+    if (q != nullptr && q->stage == p->stage &&
+        std::find(from.begin(), from.end(), l.program()) == from.end()) {
+      from.push_back(l.program());
+    }
   }
+  for (const std::string& f : from) plan = ForceProgram(std::move(plan), f, to, target);
   return plan;
 }
 
