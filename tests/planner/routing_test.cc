@@ -385,8 +385,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       }
     }
     // Table .60: the gated forward on fwd.flat.groups at D = 640..896 for
-    // 512..1024 rows, and the recompute alone at D = 640..768 from 1025 rows
-    // (fwd.flat had them; the forward's windows from 16384-65536 rows).
+    // 512..1024 rows, and the recompute alone at D = 520..536 for 1025..8191
+    // rows, 544..768 for 1025..65535 and 776..1024 for 4096..16384 (fwd.flat
+    // had them; the forward's windows from 16384-65536 rows, the warp
+    // program's at 520..536 from 8192).
     auto gated = [&](int64_t rows, int64_t dim, PhaseKind kind) {
       StepSpec spec = RowsSpec(rows, dim, det);
       spec.set_op(RMSNORM_SILU_GATE);
@@ -404,10 +406,27 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(gated(511, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
       EXPECT_EQ(gated(65536, dim, PHASE_KIND_FORWARD), groups) << dim;
     }
-    for (int64_t dim : {632, 776, 896}) {
-      EXPECT_EQ(gated(4096, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
-      EXPECT_EQ(gated(1024, dim, PHASE_KIND_RECOMPUTE), dim == 632 ? flat : groups) << dim;
+    for (int64_t dim : {544, 632}) {
+      EXPECT_EQ(gated(1025, dim, PHASE_KIND_RECOMPUTE), groups) << dim;
+      EXPECT_EQ(gated(1025, dim, PHASE_KIND_FORWARD), flat) << dim;
+      EXPECT_EQ(gated(1024, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
     }
+    for (int64_t dim : {520, 536}) {
+      EXPECT_EQ(gated(1024, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
+      EXPECT_EQ(gated(1025, dim, PHASE_KIND_RECOMPUTE), groups) << dim;
+      EXPECT_EQ(gated(8191, dim, PHASE_KIND_RECOMPUTE), groups) << dim;
+      EXPECT_EQ(gated(8191, dim, PHASE_KIND_FORWARD), flat) << dim;
+      EXPECT_EQ(gated(8192, dim, PHASE_KIND_RECOMPUTE), "rmsnorm_silu_gate.fwd.warp") << dim;
+    }
+    for (int64_t dim : {776, 1024}) {
+      EXPECT_EQ(gated(4095, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
+      EXPECT_EQ(gated(4096, dim, PHASE_KIND_RECOMPUTE), groups) << dim;
+      EXPECT_EQ(gated(16384, dim, PHASE_KIND_RECOMPUTE), groups) << dim;
+      EXPECT_EQ(gated(16384, dim, PHASE_KIND_FORWARD), flat) << dim;
+      EXPECT_EQ(gated(16385, dim, PHASE_KIND_RECOMPUTE), flat) << dim;
+    }
+    EXPECT_EQ(gated(1024, 896, PHASE_KIND_RECOMPUTE), groups);
+    EXPECT_EQ(gated(4096, 1032, PHASE_KIND_RECOMPUTE), flat);
     EXPECT_EQ(gated(1024, 904, PHASE_KIND_FORWARD), flat);
     EXPECT_EQ(gated(1025, 896, PHASE_KIND_FORWARD), flat);
     EXPECT_EQ(backward(RowsSpec(16385, 512, det)),
