@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/suite.h"
@@ -183,16 +184,22 @@ std::string RowOp(const BenchCase& c) {
   return c.program.empty() ? c.op : absl::StrCat(c.op, " @", c.program);
 }
 
+constexpr absl::string_view kRecomputeOnly = "recompute:";
+
+bool ForcesRecomputeOnly(absl::string_view id) { return absl::StartsWith(id, kRecomputeOnly); }
+
 absl::StatusOr<const ProgramInfo*> ForcedProgram(const std::string& id) {
-  const ProgramInfo* forced = FindProgram(id);
+  const bool recompute_only = ForcesRecomputeOnly(id);
+  const ProgramInfo* forced =
+      FindProgram(recompute_only ? id.substr(kRecomputeOnly.size()) : id);
   if (forced == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("--program \"", id, "\": no such program (cake programs)"));
   }
-  if (forced->stage != Stage::kForward && forced->stage != Stage::kBackward) {
-    return absl::InvalidArgumentError(absl::StrCat("--program \"", id, "\": a ",
-                                                   StageName(forced->stage),
-                                                   " program; pick a forward or a backward"));
+  if (forced->stage != Stage::kForward && (recompute_only || forced->stage != Stage::kBackward)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--program \"", id, "\": a ", StageName(forced->stage), " program; pick a forward",
+        recompute_only ? " for the recompute" : " or a backward"));
   }
   return forced;
 }
@@ -201,7 +208,14 @@ absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device) {
   if (c.program.empty()) return MakePlan(c.spec, device);
   CAKE_ASSIGN_OR_RETURN(const ProgramInfo* forced, ForcedProgram(c.program));
   CAKE_RETURN_IF_ERROR(CheckSupports(*forced, c.spec));
-  return testing::PlanRoutedTo(c.spec, *forced, device, "--program");
+  if (!ForcesRecomputeOnly(c.program)) {
+    return testing::PlanRoutedTo(c.spec, *forced, device, "--program");
+  }
+  if (!HasPhase(c.spec, RECOMPUTE)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--program \"", c.program, "\": the spec has no RECOMPUTE phase"));
+  }
+  return testing::PlanRoutedTo(c.spec, *forced, device, "--program", {PHASE_KIND_RECOMPUTE});
 }
 
 absl::Status PrepareBackwardInputs(const StepSpec& spec, const TargetDevice& device,

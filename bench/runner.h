@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "bench/cupti_spans.h"
 #include "bench/timing.h"
 #include "cake/bench.pb.h"
@@ -31,7 +32,8 @@ struct BenchCase {
   std::string op;     // fwd, bwd, ckpt, ckpt.cast
   StepSpec spec;
   // When set: this program runs in place of the routed one of its stage
-  // (to compare candidates for the routing table).
+  // (to compare candidates for the routing table); "recompute:ID", the
+  // forward program ID in the recompute alone.
   std::string program;
 };
 
@@ -50,15 +52,21 @@ struct BenchOptions {
 };
 
 // The program `id` names, if `--program` may force it: a forward or a
-// backward (InvalidArgument naming the id otherwise).
+// backward, or with the prefix "recompute:" a forward (InvalidArgument naming
+// the id otherwise).
 absl::StatusOr<const ProgramInfo*> ForcedProgram(const std::string& id);
 
+// Whether `id` forces the recompute alone ("recompute:ID").
+bool ForcesRecomputeOnly(absl::string_view id);
+
 // The plan a case times: the routed one, or with BenchCase::program planned
-// through the arch's routing table with a window for it ahead of the rest,
+// through the arch's routing table with a window for it ahead of the rest (a
+// forward program in forward and recompute, or in the recompute alone),
 // so that the planner adds what it needs (dw.reduce after partials; the
 // zeroed accumulator and dw.finish after kb). InvalidArgument when there is
 // no such program, it is no forward or backward, or it does not take the
-// spec (op, dims, layout, a non-deterministic program for a det spec).
+// spec (op, dims, layout, a non-deterministic program for a det spec), or
+// the recompute alone is forced on a spec without a recompute.
 absl::StatusOr<Plan> PlanCase(const BenchCase& c, const TargetDevice& device);
 
 // Runs before a backward-only spec: the forward on the same buffers, so the

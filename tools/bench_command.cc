@@ -16,6 +16,7 @@
 #include "bench/runner.h"
 #include "bench/suite.h"
 #include "ops/registry.h"
+#include "ops/shape.h"
 #include "ops/status.h"
 #include "ops/target.h"
 #include "planner/plan_io.h"
@@ -53,7 +54,9 @@ const char kBenchHelp[] =
     "dw.finish), on the cases whose spec it takes (the others are left out): candidates for\n"
     "the routing table side by side. A list (ID,ID,...; `routed` for the routed programs)\n"
     "times each case once per entry, in the same rounds; `all` is `routed` and every forward\n"
-    "and backward program. Where a case ran routed and forced, a second table gives the\n"
+    "and backward program. recompute:ID (a forward) runs ID in the recompute alone, the\n"
+    "forward routed (checkpointed ops only): a candidate for a recompute window.\n"
+    "Where a case ran routed and forced, a second table gives the\n"
     "routed time, the fastest entry and their ratio, marked above 1.02 and above both rows'\n"
     "A/A floors.\n"
     "--cases-out FILE writes the selected cases (shape, op, spec) as a report without timings\n"
@@ -101,9 +104,10 @@ class ProgressBar {
 };
 
 // The programs --program names, "" for the routed ones: one entry (the
-// routed programs, or one forced) or a list of them, `all` being the routed
-// ones and every forward and backward program. InvalidArgument naming an
-// entry that is no such program or no forward or backward, or repeated.
+// routed programs, or one forced; recompute:ID a forward in the recompute
+// alone) or a list of them, `all` being the routed ones and every forward and
+// backward program. InvalidArgument naming an entry that is no such program
+// or no forward or backward (a forward after recompute:), or repeated.
 absl::StatusOr<std::vector<std::string>> ProgramsToTime(const std::string& flag) {
   if (flag.empty()) return std::vector<std::string>{""};
   std::vector<std::string> ids;
@@ -226,8 +230,11 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
         if (!c.program.empty()) {
           const ProgramInfo* forced = *bench::ForcedProgram(c.program);
           // Left out: the cases where it cannot run (a phase of another
-          // stage only, a spec it does not take).
-          const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
+          // stage only, no recompute for a recompute-only program, a spec
+          // it does not take).
+          const bool stage_runs = bench::ForcesRecomputeOnly(c.program) ? HasPhase(*spec, RECOMPUTE)
+                                  : forced->stage == Stage::kForward ? op != "bwd"
+                                                                     : op != "fwd";
           if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
         }
         cases.push_back(c);

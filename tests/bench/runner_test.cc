@@ -75,6 +75,34 @@ TEST(PlanCaseTest, AForwardReplacesBothForwardPhases) {
                           "rmsnorm_silu_gate.bwd.det.partials", "dw.reduce"));
 }
 
+// recompute:ID runs ID in the recompute alone, the forward as routed: the
+// candidate of a recompute window.
+TEST(PlanCaseTest, ARecomputeOnlyProgramLeavesTheForwardRouted) {
+  const StepSpec spec = testing::RowsSpec(65536, 4096, true);
+  const absl::StatusOr<Plan> plan =
+      PlanCase({"s", "ckpt", spec, "recompute:rmsnorm.fwd.flat"}, H200());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Programs(*plan), ElementsAre("rmsnorm.fwd.loop", "rmsnorm.fwd.flat",
+                                           "rmsnorm.bwd.det.partials", "dw.reduce"));
+  EXPECT_EQ(plan->launches(1).phase(), RECOMPUTE);
+  EXPECT_THAT(plan->routing_table_version(), HasSubstr("+recompute:rmsnorm.fwd.flat"));
+  EXPECT_EQ(RowOp({"s", "ckpt", spec, "recompute:rmsnorm.fwd.flat"}),
+            "ckpt @recompute:rmsnorm.fwd.flat");
+  // A spec without a recompute, and a backward program, are refused.
+  absl::Status s =
+      PlanCase({"s", "fwd", testing::RowsSpec(65536, 4096, true, {FORWARD}), "recompute:rmsnorm.fwd.flat"},
+               H200())
+          .status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("the spec has no RECOMPUTE phase"));
+  s = PlanCase({"s", "ckpt", spec, "recompute:rmsnorm.bwd.split"}, H200()).status();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("\"recompute:rmsnorm.bwd.split\": a backward program; pick a forward for "
+                        "the recompute"));
+  s = PlanCase({"s", "ckpt", spec, "recompute:nope"}, H200()).status();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("\"recompute:nope\": no such program"));
+}
+
 TEST(PlanCaseTest, ProgramsThatCannotRunAreRefusedByName) {
   const StepSpec det = testing::RowsSpec(65536, 2048, true, {BACKWARD});
   absl::Status s = PlanCase({"s", "bwd", det, "rmsnorm.bwd.kb"}, H200()).status();

@@ -57,19 +57,23 @@ inline Plan ForceProgram(Plan plan, const std::string& from, const std::string& 
 // `spec` planned by the target's routing table with a first window that
 // routes `to`'s stage to `to` (`evidence` says why): unlike ForceProgram, the
 // plan has the launches and workspace of `to`'s dw form (dw.reduce, or a
-// zeroed accumulator and dw.finish). Its table version names `to`.
+// zeroed accumulator and dw.finish). Its table version names `to`. A forward
+// program runs the recompute too, unless `kinds` names the phase kinds its
+// windows take (e.g. PHASE_KIND_RECOMPUTE alone).
 inline absl::StatusOr<Plan> PlanRoutedTo(const StepSpec& spec, const ProgramInfo& to,
-                                         const TargetDevice& target,
-                                         const std::string& evidence) {
+                                         const TargetDevice& target, const std::string& evidence,
+                                         std::vector<PhaseKind> kinds = {}) {
   CAKE_ASSIGN_OR_RETURN(const RoutingTable* routed, RoutingTableFor(target.arch));
   RoutingTable table;
   table.set_arch(routed->arch());
-  table.set_version(absl::StrCat(routed->version(), "+", to.id));
-  // A forward program runs the recompute too.
-  const std::vector<PhaseKind> kinds =
-      to.stage == Stage::kForward
-          ? std::vector<PhaseKind>{PHASE_KIND_RECOMPUTE, PHASE_KIND_FORWARD}
-          : std::vector<PhaseKind>{PHASE_KIND_BACKWARD};
+  const bool recompute_only = kinds.size() == 1 && kinds[0] == PHASE_KIND_RECOMPUTE;
+  table.set_version(
+      absl::StrCat(routed->version(), "+", recompute_only ? "recompute:" : "", to.id));
+  if (kinds.empty()) {
+    kinds = to.stage == Stage::kForward
+                ? std::vector<PhaseKind>{PHASE_KIND_RECOMPUTE, PHASE_KIND_FORWARD}
+                : std::vector<PhaseKind>{PHASE_KIND_BACKWARD};
+  }
   for (PhaseKind kind : kinds) {
     Window* w = table.add_windows();
     w->set_op(spec.op());

@@ -111,6 +111,11 @@ expect "bench program all" 0 "^wrote 4 case\\(s\\)" -- "$cake" bench --program a
 grep -q '"op": "bwd @rmsnorm.bwd.det.lockstep"' "$tmp/c.json" && pass=$((pass + 1)) || { echo "FAIL bench program all: no det.lockstep row"; failures=$((failures + 1)); }
 expect "bench program all, nondet" 0 "^wrote 5 case\\(s\\)" -- "$cake" bench --program all --mode nondet --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
 expect "bench program list" 0 "^wrote 2 case\\(s\\)" -- "$cake" bench --program routed,rmsnorm.bwd.split --ops bwd --filter "[16384, 1536] bf16w" --cases-out "$tmp/c.json"
+# recompute:ID: a forward program in the recompute alone, on the checkpointed
+# ops only: fwd, ckpt and ckpt.cast routed, the two checkpointed ones forced.
+expect "bench program recompute" 0 "^wrote 5 case\\(s\\)" -- "$cake" bench --program routed,recompute:rmsnorm.fwd.flat.dense --filter "[4096, 2048] bf16w" --ops fwd,ckpt,ckpt.cast --cases-out "$tmp/c.json"
+grep -q '"op": "ckpt @recompute:rmsnorm.fwd.flat.dense"' "$tmp/c.json" && pass=$((pass + 1)) || { echo "FAIL bench program recompute: no recompute row"; failures=$((failures + 1)); }
+expect "bench program recompute, backward" 2 "pick a forward for the recompute" -- "$cake" bench --program recompute:rmsnorm.bwd.split
 expect "bench program twice" 2 "\"rmsnorm.bwd.split\" named twice" -- "$cake" bench --program all,rmsnorm.bwd.split
 expect "bench program list, bad entry" 2 "--program \"nope\": no such program" -- "$cake" bench --program rmsnorm.bwd.split,nope
 expect "bench spec file" 0 "^wrote 4 case\(s\)" -- "$cake" bench "$root/examples/specs/residual_rmsnorm_t16384_h6144.textproto" --cases-out "$tmp/c.json"
