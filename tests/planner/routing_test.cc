@@ -922,6 +922,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";  // FP32 too since table .51 (H = 9224..10752)
         } else if (w == FP32 && dim == 16384 && rows >= 16384 && rows <= 65536) {
           want = "rmsnorm.fwd.flat.dense";  // FP32 since table .54 (the weight's slots)
+        } else if ((dim == 10240 || dim == 16384) && rows <= 1023) {
+          want = "rmsnorm.fwd.flat.dense";  // table .61
         }
         EXPECT_EQ(forward(plain), want) << rows << " x " << dim << " " << DType_Name(w);
         // With the residual the rule before but at H = 6152..8184 (tables
@@ -955,8 +957,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           << rows << " x " << dim;
       StepSpec with_residual = RowsSpec(rows, dim);
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual),
-                dim == 3072 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat.wide")
+      // Table .61: at H = 5120 dense below 448 rows, flat for 448..575.
+      const char* at_5120 = rows <= 447   ? "rmsnorm.fwd.flat.dense"
+                            : rows <= 575 ? "rmsnorm.fwd.flat"
+                                          : "rmsnorm.fwd.flat.wide";
+      EXPECT_EQ(forward(with_residual), dim == 3072   ? "rmsnorm.fwd.flat.dense"
+                                        : dim == 5120 ? at_5120
+                                                      : "rmsnorm.fwd.flat.wide")
           << rows << " x " << dim;
     }
   }
@@ -1000,7 +1007,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(fp32), rows >= 16384 ? "rmsnorm.fwd.flat.wide" : "rmsnorm.fwd.flat.dense")
         << rows << " residual";
   }
-  EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.loop");
+  EXPECT_EQ(forward(RowsSpec(8, 16384)), "rmsnorm.fwd.flat.dense");  // table .61
   // Table .34 at H = 12288: the flat program for 1024..2048 rows (either
   // weight; 2049..8192 by the rule), for 16384..32768 with a BF16 weight,
   // and at 16384 rows with the residual; the loop elsewhere. Table .59: with
@@ -1029,17 +1036,19 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // 12296..13312 for 1024..8192; elsewhere the rule (the loop, fwd.flat for
   // 2049..8192 rows), and so at H = 10760..12280. With the residual the rule
   // but (table .53) the dense program at H = 13312..16376 from 1024 rows and
-  // (table .59) fwd.flat at 8712..12288 from 1024 rows.
+  // (table .59) fwd.flat at 8712..12288 from 1024 rows. Table .61, below
+  // 1024 rows without the residual: the dense program at H = 8200..10752
+  // and 12296..16384, and at 10760..12288 up to 512 rows.
   struct Wide {
     int64_t dim_min, dim_max, rows_min, rows_max;
-  } dense_windows[] = {{8200, 8704, 1025, 8192},
-                       {8712, 9216, 1024, 16384},
-                       {9224, 10752, 1024, INT64_MAX},
-                       {12296, 13312, 1024, 8192},
-                       {13320, 16376, 1024, INT64_MAX}};
+  } dense_windows[] = {{8200, 8704, 1025, 8192},   {8712, 9216, 1024, 16384},
+                       {9224, 10752, 1024, INT64_MAX}, {12296, 13312, 1024, 8192},
+                       {13320, 16376, 1024, INT64_MAX}, {8200, 10752, 0, 1023},
+                       {10760, 12288, 0, 512},        {12296, 16384, 0, 1023}};
   for (int64_t dim : {8200, 8704, 8712, 9216, 9224, 10232, 10248, 10752, 10760, 11264, 12280,
                       12296, 13312, 13320, 16376}) {
-    for (int64_t rows : {1023, 1024, 1025, 2049, 8192, 8193, 16384, 16385, 262144}) {
+    for (int64_t rows :
+         {1, 128, 512, 513, 767, 1023, 1024, 1025, 2049, 8192, 8193, 16384, 16385, 262144}) {
       bool dense = false;
       for (const Wide& win : dense_windows) {
         dense = dense || (dim >= win.dim_min && dim <= win.dim_max && rows >= win.rows_min &&
@@ -1058,6 +1067,28 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                                   : residual_flat ? "rmsnorm.fwd.flat"
                                                   : rule)
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
+      }
+    }
+  }
+  // Table .61, with the fused residual (fwd.flat.wide up to 2048 rows
+  // before, at H = 4104..6144 and 6152..8184): the dense program below 448
+  // rows at H = 4104..5120 and for 256..447 rows at 6656..7680, fwd.flat
+  // for 448..575 rows at 4104..5120.
+  for (int64_t dim : {4104, 4600, 5120, 5128, 6144, 6648, 6656, 7168, 7680, 7688}) {
+    for (int64_t rows : {1, 255, 256, 447, 448, 575, 576, 2048}) {
+      for (DType w : {BF16, FP32}) {
+        StepSpec with_residual = RowsSpec(rows, dim);
+        with_residual.set_weight_dtype(w);
+        with_residual.set_residual(true);
+        const bool low = dim >= 4104 && dim <= 5120;
+        const bool high = dim >= 6656 && dim <= 7680;
+        const char* want = "rmsnorm.fwd.flat.wide";
+        if ((low && rows <= 447) || (high && rows >= 256 && rows <= 447)) {
+          want = "rmsnorm.fwd.flat.dense";
+        } else if (low && rows >= 448 && rows <= 575) {
+          want = "rmsnorm.fwd.flat";
+        }
+        EXPECT_EQ(forward(with_residual), want) << rows << " x " << dim << " " << DType_Name(w);
       }
     }
   }
