@@ -847,9 +847,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   }
   // Table .21: H = 4104..6136 (other than 5120, which has its own
   // windows) the dense program for 2049..16384 rows without the residual,
-  // from 1536 rows since table .27.
+  // from 1536 rows since table .27. Table .62, below 1536 rows (the loop
+  // before): fwd.flat up to 640 rows, then the dense program at
+  // H = 4104..5112 and the wide one at 5128..6136.
   for (int64_t dim : {4104, 4608, 4616, 4864, 5112, 5128, 5632, 6136}) {
-    for (int64_t rows : {1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
+    for (int64_t rows :
+         {1, 640, 641, 1023, 1024, 1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
       StepSpec plain = RowsSpec(rows, dim);
       const bool dense = rows >= 1536 && rows <= 16384;
       // Table .28: H = 5632 with a BF16 weight the wide program from 1024
@@ -857,23 +860,28 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       // program above 16384 rows; table .30: at H = 4616..6136 from 2048 rows
       // (BF16 weight) or 3072 (FP32).
       const bool wide_dims = dim >= 4616;
+      const char* short_rows = rows <= 640   ? "rmsnorm.fwd.flat"
+                               : dim <= 5112 ? "rmsnorm.fwd.flat.dense"
+                                             : "rmsnorm.fwd.flat.wide";
       auto routed = [&](int64_t from) {
         return rows >= 16385 || (wide_dims && rows >= from) ? "rmsnorm.fwd.flat.wide"
                : dense                                       ? "rmsnorm.fwd.flat.dense"
-                                                             : "rmsnorm.fwd.loop";
+                                                             : short_rows;
       };
-      EXPECT_EQ(forward(plain), dim == 5632 ? "rmsnorm.fwd.flat.wide" : routed(2048))
+      EXPECT_EQ(forward(plain), dim == 5632 && rows >= 1024 ? "rmsnorm.fwd.flat.wide" : routed(2048))
           << rows << " x " << dim;
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
       EXPECT_EQ(forward(fp32), routed(3072)) << rows << " x " << dim << " FP32";
       // With the residual, the wide program from 16384 rows (table .30) and
-      // up to 2048 (table .31).
+      // up to 2048 (table .31), but (table .61) the dense program below 448
+      // rows at H = 4104..5120.
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
-      EXPECT_EQ(forward(with_residual), rows >= 16384 || rows <= 2048 ? "rmsnorm.fwd.flat.wide"
-                                        : rows >= 2049 && rows <= 8192 ? "rmsnorm.fwd.flat"
-                                                                       : "rmsnorm.fwd.loop")
+      EXPECT_EQ(forward(with_residual), dim <= 5120 && rows <= 447    ? "rmsnorm.fwd.flat.dense"
+                                        : rows >= 16384 || rows <= 2048 ? "rmsnorm.fwd.flat.wide"
+                                        : rows >= 2049 && rows <= 8192  ? "rmsnorm.fwd.flat"
+                                                                        : "rmsnorm.fwd.loop")
           << rows << " x " << dim;
     }
   }
@@ -934,7 +942,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         const bool residual_wide = dim >= 6152 && dim <= 8184 && (rows <= 2048 || rows >= 16384);
         // Table .34: the flat program at [16384, 16384]; table .59: at
         // H = 8712..12288 from 1024 rows.
-        const bool residual_dense = dim >= 2568 && dim <= 4088 && rows <= 2048;
+        // Table .63: the dense program above H = 8192 below 1024 rows, and at
+        // H = 16384 for 1024..2048.
+        const bool residual_dense = (dim >= 2568 && dim <= 4088 && rows <= 2048) ||
+                                    (dim > 8192 && rows <= 1023) ||
+                                    (dim == 16384 && rows >= 1024 && rows <= 2048);
         const bool residual_flat =
             (dim == 16384 && rows == 16384) || (dim >= 8712 && dim <= 12288 && rows >= 1024);
         EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
@@ -1023,11 +1035,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                                                                       : "rmsnorm.fwd.loop")
         << rows;
     EXPECT_EQ(forward(fp32), flat ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
-    EXPECT_EQ(forward(with_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+    // Table .63: below 1024 rows the dense program.
+    EXPECT_EQ(forward(with_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.flat.dense")
         << rows << " residual";
     StepSpec fp32_residual = fp32;
     fp32_residual.set_residual(true);
-    EXPECT_EQ(forward(fp32_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+    EXPECT_EQ(forward(fp32_residual),
+              rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.flat.dense")
         << rows << " residual FP32";
   }
   // Table .51, between the measured widths above H = 8192, without the
@@ -1061,7 +1075,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : rule)
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
-        const bool residual_dense = dim >= 13312 && rows >= 1024;
+        // Table .63: the dense program below 1024 rows, and at H = 8200..8704
+        // for 1024..2048.
+        const bool residual_dense = (dim >= 13312 && rows >= 1024) || rows <= 1023 ||
+                                    (dim <= 8704 && rows >= 1024 && rows <= 2048);
         const bool residual_flat = dim >= 8712 && dim <= 12288 && rows >= 1024;
         EXPECT_EQ(forward(plain), residual_dense  ? "rmsnorm.fwd.flat.dense"
                                   : residual_flat ? "rmsnorm.fwd.flat"
