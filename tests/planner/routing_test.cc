@@ -872,7 +872,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           << rows << " x " << dim;
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
-      EXPECT_EQ(forward(fp32), routed(3072)) << rows << " x " << dim << " FP32";
+      // Table .64: fwd.flat at 1024 rows with an FP32 weight.
+      EXPECT_EQ(forward(fp32), rows == 1024 ? "rmsnorm.fwd.flat" : routed(3072))
+          << rows << " x " << dim << " FP32";
       // With the residual, the wide program from 16384 rows (table .30) and
       // up to 2048 (table .31), but (table .61) the dense program below 448
       // rows at H = 4104..5120.
@@ -956,6 +958,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             << rows << " x " << dim << " " << DType_Name(w) << " residual";
       }
     }
+  }
+  // Table .64 at H = 5120, ahead of its own windows: fwd.flat for 1024 rows
+  // with an FP32 weight, flat.dense at 1023 and 1025 and with a BF16 one.
+  for (int64_t rows : {1023, 1024, 1025}) {
+    StepSpec fp32 = RowsSpec(rows, 5120);
+    fp32.set_weight_dtype(FP32);
+    EXPECT_EQ(forward(fp32), rows == 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.flat.dense") << rows;
+    EXPECT_EQ(forward(RowsSpec(rows, 5120)), "rmsnorm.fwd.flat.dense") << rows;
   }
   // Table .21 with an FP32 weight below 1024 rows: H = 3072 the flat
   // program, 5120 the dense one, 6144 the flat one of its FP32 window; the
