@@ -868,7 +868,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
                : dense                                       ? "rmsnorm.fwd.flat.dense"
                                                              : short_rows;
       };
-      EXPECT_EQ(forward(plain), dim == 5632 && rows >= 1024 ? "rmsnorm.fwd.flat.wide" : routed(2048))
+      const bool wide_5632 = dim == 5632 && rows >= 1024;
+      EXPECT_EQ(forward(plain), wide_5632 ? "rmsnorm.fwd.flat.wide" : routed(2048))
           << rows << " x " << dim;
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
