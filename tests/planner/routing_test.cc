@@ -946,12 +946,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         // Table .34: the flat program at [16384, 16384]; table .59: at
         // H = 8712..12288 from 1024 rows.
         // Table .63: the dense program above H = 8192 below 1024 rows, and at
-        // H = 16384 for 1024..2048.
+        // H = 16384 for 1024..2048 (8192 since table .65); table .65: the flat
+        // program at 16384 for 8193..16383 rows.
         const bool residual_dense = (dim >= 2568 && dim <= 4088 && rows <= 2048) ||
                                     (dim > 8192 && rows <= 1023) ||
-                                    (dim == 16384 && rows >= 1024 && rows <= 2048);
-        const bool residual_flat =
-            (dim == 16384 && rows == 16384) || (dim >= 8712 && dim <= 12288 && rows >= 1024);
+                                    (dim == 16384 && rows >= 1024 && rows <= 8192);
+        const bool residual_flat = (dim == 16384 && rows >= 8193 && rows <= 16384) ||
+                                   (dim >= 8712 && dim <= 12288 && rows >= 1024);
         EXPECT_EQ(forward(with_residual), residual_wide    ? "rmsnorm.fwd.flat.wide"
                                           : residual_dense ? "rmsnorm.fwd.flat.dense"
                                           : residual_flat  ? "rmsnorm.fwd.flat"
@@ -1087,10 +1088,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
         // Table .63: the dense program below 1024 rows, and at H = 8200..8704
-        // for 1024..2048.
+        // for 1024..2048; table .65: the flat program there from 8193 rows.
         const bool residual_dense = (dim >= 13312 && rows >= 1024) || rows <= 1023 ||
                                     (dim <= 8704 && rows >= 1024 && rows <= 2048);
-        const bool residual_flat = dim >= 8712 && dim <= 12288 && rows >= 1024;
+        const bool residual_flat =
+            (dim >= 8712 && dim <= 12288 && rows >= 1024) || (dim <= 8704 && rows >= 8193);
         EXPECT_EQ(forward(plain), residual_dense  ? "rmsnorm.fwd.flat.dense"
                                   : residual_flat ? "rmsnorm.fwd.flat"
                                                   : rule)
