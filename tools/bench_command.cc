@@ -16,7 +16,6 @@
 #include "bench/runner.h"
 #include "bench/suite.h"
 #include "ops/registry.h"
-#include "ops/shape.h"
 #include "ops/status.h"
 #include "ops/target.h"
 #include "planner/plan_io.h"
@@ -230,11 +229,9 @@ int RunBenchCommand(const std::vector<std::string>& spec_files,
         if (!c.program.empty()) {
           const ProgramInfo* forced = *bench::ForcedProgram(c.program);
           // Left out: the cases where it cannot run (a phase of another
-          // stage only, no recompute for a recompute-only program, a spec
-          // it does not take).
-          const bool stage_runs = bench::ForcesRecomputeOnly(c.program) ? HasPhase(*spec, RECOMPUTE)
-                                  : forced->stage == Stage::kForward ? op != "bwd"
-                                                                     : op != "fwd";
+          // stage only; PlanCase refuses a spec it does not take, and a
+          // recompute-only program on a spec without a recompute).
+          const bool stage_runs = forced->stage == Stage::kForward ? op != "bwd" : op != "fwd";
           if (!stage_runs || !bench::PlanCase(c, *nominal).ok()) continue;
         }
         cases.push_back(c);
