@@ -671,7 +671,28 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(1585, 1800)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16384, 2040)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16385, 1800)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(2048, 2048)), "rmsnorm.fwd.flat");
+  // Table .66: the same waves at H = 2048 for 1585..2112 rows (12 and 16
+  // 128-thread CTAs an SM) and at 2056..2560 for 1189..1584 (9 and 12
+  // 160-thread CTAs), either weight, with or without the fused residual.
+  for (bool fp32 : {false, true}) {
+    for (bool residual : {false, true}) {
+      const auto program = [&](int64_t rows, int64_t dim) {
+        StepSpec spec = RowsSpec(rows, dim);
+        if (fp32) spec.set_weight_dtype(FP32);
+        spec.set_residual(residual);
+        return forward(spec);
+      };
+      const std::string what = absl::StrCat(fp32 ? "FP32" : "BF16", residual ? " residual" : "");
+      EXPECT_EQ(program(1584, 2048), "rmsnorm.fwd.flat") << what;
+      EXPECT_EQ(program(1585, 2048), "rmsnorm.fwd.flat.dense") << what;
+      EXPECT_EQ(program(2112, 2048), "rmsnorm.fwd.flat.dense") << what;
+      EXPECT_EQ(program(2113, 2048), "rmsnorm.fwd.flat") << what;
+      EXPECT_EQ(program(1188, 2056), "rmsnorm.fwd.flat") << what;
+      EXPECT_EQ(program(1189, 2056), "rmsnorm.fwd.flat.dense") << what;
+      EXPECT_EQ(program(1584, 2560), "rmsnorm.fwd.flat.dense") << what;
+      EXPECT_EQ(program(1585, 2560), "rmsnorm.fwd.flat") << what;
+    }
+  }
   // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
   StepSpec fp32_1664 = RowsSpec(8191, 1664);
   fp32_1664.set_weight_dtype(FP32);
