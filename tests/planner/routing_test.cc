@@ -692,6 +692,23 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       EXPECT_EQ(program(1584, 2560), "rmsnorm.fwd.flat.dense") << what;
       EXPECT_EQ(program(1585, 2560), "rmsnorm.fwd.flat") << what;
     }
+    // Without the residual (with it, table .33's dense window has these rows)
+    // at H = 2568..3072 for 1057..1320 rows (8 and 10 192-thread CTAs an SM)
+    // and 3080..4088 for 793..1023 (6 and 8-9).
+    StepSpec spec = RowsSpec(1056, 2568);
+    if (fp32) spec.set_weight_dtype(FP32);
+    const auto program = [&](int64_t rows, int64_t dim) {
+      spec.mutable_layout()->set_tokens(rows);
+      spec.mutable_layout()->set_dim(dim);
+      return forward(spec);
+    };
+    EXPECT_EQ(program(1056, 2568), "rmsnorm.fwd.flat") << fp32;
+    EXPECT_EQ(program(1057, 2568), "rmsnorm.fwd.flat.dense") << fp32;
+    EXPECT_EQ(program(1320, 3072), "rmsnorm.fwd.flat.dense") << fp32;
+    EXPECT_EQ(program(1321, 3072), "rmsnorm.fwd.flat") << fp32;
+    EXPECT_EQ(program(792, 3080), "rmsnorm.fwd.flat") << fp32;
+    EXPECT_EQ(program(793, 3080), "rmsnorm.fwd.flat.dense") << fp32;
+    EXPECT_EQ(program(1023, 4088), "rmsnorm.fwd.flat.dense") << fp32;
   }
   // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
   StepSpec fp32_1664 = RowsSpec(8191, 1664);
@@ -938,6 +955,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           want = "rmsnorm.fwd.flat.dense";
         } else if (dim >= 3080 && dim <= 4088 && rows >= 65537) {
           want = "rmsnorm.fwd.flat.wide";  // table .31
+        } else if (dim >= 3080 && dim <= 4088 && rows >= 793 && rows <= 1023) {
+          want = "rmsnorm.fwd.flat.dense";  // table .66 (one wave)
         } else if (dim >= 2568 && dim <= 4088 && rows <= 1023) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 6152 && dim <= 8184 && rows >= 2048) {
