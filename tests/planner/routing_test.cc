@@ -673,42 +673,31 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(16385, 1800)), "rmsnorm.fwd.flat");
   // Table .66: the same waves at H = 2048 for 1585..2112 rows (12 and 16
   // 128-thread CTAs an SM) and at 2056..2560 for 1189..1584 (9 and 12
-  // 160-thread CTAs), either weight, with or without the fused residual.
-  for (bool fp32 : {false, true}) {
-    for (bool residual : {false, true}) {
-      const auto program = [&](int64_t rows, int64_t dim) {
-        StepSpec spec = RowsSpec(rows, dim);
+  // 160-thread CTAs), either weight, with or without the fused residual;
+  // without it at H = 2568..3072 for 1057..1320 rows (8 and 10 192-thread
+  // CTAs) and 3080..4088 for 793..1023 (6 and 8-9), where table .33's dense
+  // window has the residual's rows.
+  struct WaveEdge {
+    int64_t rows, dim;
+    bool dense, residual_too;
+  };
+  const WaveEdge wave_edges[] = {
+      {1584, 2048, false, true}, {1585, 2048, true, true},   {2112, 2048, true, true},
+      {2113, 2048, false, true}, {1188, 2056, false, true},  {1189, 2056, true, true},
+      {1584, 2560, true, true},  {1585, 2560, false, true},  {1056, 2568, false, false},
+      {1057, 2568, true, false}, {1320, 3072, true, false},  {1321, 3072, false, false},
+      {792, 3080, false, false}, {793, 3080, true, false},   {1023, 4088, true, false}};
+  for (const WaveEdge& e : wave_edges) {
+    for (bool fp32 : {false, true}) {
+      for (bool residual : {false, true}) {
+        if (residual && !e.residual_too) continue;
+        StepSpec spec = RowsSpec(e.rows, e.dim);
         if (fp32) spec.set_weight_dtype(FP32);
         spec.set_residual(residual);
-        return forward(spec);
-      };
-      const std::string what = absl::StrCat(fp32 ? "FP32" : "BF16", residual ? " residual" : "");
-      EXPECT_EQ(program(1584, 2048), "rmsnorm.fwd.flat") << what;
-      EXPECT_EQ(program(1585, 2048), "rmsnorm.fwd.flat.dense") << what;
-      EXPECT_EQ(program(2112, 2048), "rmsnorm.fwd.flat.dense") << what;
-      EXPECT_EQ(program(2113, 2048), "rmsnorm.fwd.flat") << what;
-      EXPECT_EQ(program(1188, 2056), "rmsnorm.fwd.flat") << what;
-      EXPECT_EQ(program(1189, 2056), "rmsnorm.fwd.flat.dense") << what;
-      EXPECT_EQ(program(1584, 2560), "rmsnorm.fwd.flat.dense") << what;
-      EXPECT_EQ(program(1585, 2560), "rmsnorm.fwd.flat") << what;
+        EXPECT_EQ(forward(spec), e.dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+            << e.rows << " x " << e.dim << (fp32 ? " FP32" : " BF16") << (residual ? " residual" : "");
+      }
     }
-    // Without the residual (with it, table .33's dense window has these rows)
-    // at H = 2568..3072 for 1057..1320 rows (8 and 10 192-thread CTAs an SM)
-    // and 3080..4088 for 793..1023 (6 and 8-9).
-    StepSpec spec = RowsSpec(1056, 2568);
-    if (fp32) spec.set_weight_dtype(FP32);
-    const auto program = [&](int64_t rows, int64_t dim) {
-      spec.mutable_layout()->set_tokens(rows);
-      spec.mutable_layout()->set_dim(dim);
-      return forward(spec);
-    };
-    EXPECT_EQ(program(1056, 2568), "rmsnorm.fwd.flat") << fp32;
-    EXPECT_EQ(program(1057, 2568), "rmsnorm.fwd.flat.dense") << fp32;
-    EXPECT_EQ(program(1320, 3072), "rmsnorm.fwd.flat.dense") << fp32;
-    EXPECT_EQ(program(1321, 3072), "rmsnorm.fwd.flat") << fp32;
-    EXPECT_EQ(program(792, 3080), "rmsnorm.fwd.flat") << fp32;
-    EXPECT_EQ(program(793, 3080), "rmsnorm.fwd.flat.dense") << fp32;
-    EXPECT_EQ(program(1023, 4088), "rmsnorm.fwd.flat.dense") << fp32;
   }
   // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
   StepSpec fp32_1664 = RowsSpec(8191, 1664);
