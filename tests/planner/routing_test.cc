@@ -695,7 +695,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         if (fp32) spec.set_weight_dtype(FP32);
         spec.set_residual(residual);
         EXPECT_EQ(forward(spec), e.dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
-            << e.rows << " x " << e.dim << (fp32 ? " FP32" : " BF16") << (residual ? " residual" : "");
+            << e.rows << " x " << e.dim << (fp32 ? " FP32" : " BF16")
+            << (residual ? " residual" : "");
       }
     }
   }
