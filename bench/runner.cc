@@ -180,8 +180,11 @@ absl::StatusOr<BenchRow> TimeCase(const BenchCase& c, const TargetDevice& device
 
 }  // namespace
 
+// Between a row's op and the program forced on it (RowOp, FormatCandidates).
+constexpr absl::string_view kForcedMark = " @";
+
 std::string RowOp(const BenchCase& c) {
-  return c.program.empty() ? c.op : absl::StrCat(c.op, " @", c.program);
+  return c.program.empty() ? c.op : absl::StrCat(c.op, kForcedMark, c.program);
 }
 
 constexpr absl::string_view kRecomputeOnly = "recompute:";
@@ -379,9 +382,11 @@ std::string FormatCandidates(const BenchReport& report) {
   };
   std::vector<Group> groups;
   for (const BenchRow& row : report.rows()) {
-    const size_t at = row.op().find(" @");
-    const std::string op = row.op().substr(0, at);
-    const std::string program = at == std::string::npos ? "routed" : row.op().substr(at + 2);
+    const absl::string_view full = row.op();
+    const size_t at = full.find(kForcedMark);
+    const std::string op(full.substr(0, at));
+    const std::string program(at == absl::string_view::npos ? "routed"
+                                                            : full.substr(at + kForcedMark.size()));
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
       return g.shape == row.shape() && g.op == op;
     });
@@ -392,7 +397,7 @@ std::string FormatCandidates(const BenchReport& report) {
       it = groups.insert(groups.end(), g);
     }
     ++it->rows;
-    if (at == std::string::npos) {
+    if (at == absl::string_view::npos) {
       it->routed_us = row.cake_us();
       it->routed_aa = row.aa_floor();
     }
