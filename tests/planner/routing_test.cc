@@ -676,15 +676,18 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // 160-thread CTAs), either weight, with or without the fused residual;
   // without it at H = 2568..3072 for 1057..1320 rows (8 and 10 192-thread
   // CTAs) and 3080..4088 for 793..1023 (6 and 8-9), where table .33's dense
-  // window has the residual's rows.
+  // window has the residual's rows. Past two of these edges table .67 has
+  // dense where both grids need two waves, with a BF16 weight and without
+  // the residual (bf16_plain_dense).
   struct WaveEdge {
     int64_t rows, dim;
     bool dense, residual_too;
+    bool bf16_plain_dense = false;
   };
   const WaveEdge wave_edges[] = {
       {1584, 2048, false, true}, {1585, 2048, true, true},   {2112, 2048, true, true},
-      {2113, 2048, false, true}, {1188, 2056, false, true},  {1189, 2056, true, true},
-      {1584, 2560, true, true},  {1585, 2560, false, true},  {1056, 2568, false, false},
+      {2113, 2048, false, true, true}, {1188, 2056, false, true}, {1189, 2056, true, true},
+      {1584, 2560, true, true},  {1585, 2560, false, true, true}, {1056, 2568, false, false},
       {1057, 2568, true, false}, {1320, 3072, true, false},  {1321, 3072, false, false},
       {792, 3080, false, false}, {793, 3080, true, false},   {1023, 4088, true, false}};
   for (const WaveEdge& e : wave_edges) {
@@ -694,12 +697,35 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         StepSpec spec = RowsSpec(e.rows, e.dim);
         if (fp32) spec.set_weight_dtype(FP32);
         spec.set_residual(residual);
-        EXPECT_EQ(forward(spec), e.dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+        const bool dense = e.dense || (e.bf16_plain_dense && !fp32 && !residual);
+        EXPECT_EQ(forward(spec), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
             << e.rows << " x " << e.dim << (fp32 ? " FP32" : " BF16")
             << (residual ? " residual" : "");
       }
     }
   }
+  // Table .67: dense with a BF16 weight without the residual where both
+  // grids need two waves, at H = 2048 for 2113..2304 rows and 2056..2560
+  // for 1585..1792; fwd.flat with an FP32 weight or the residual.
+  struct TwoWaveEdge {
+    int64_t rows, dim;
+    bool bf16_dense;
+  };
+  const TwoWaveEdge two_wave_edges[] = {{2304, 2048, true},  {2305, 2048, false},
+                                        {1585, 2056, true},  {1792, 2056, true},
+                                        {1793, 2560, false}, {1792, 2560, true}};
+  for (const TwoWaveEdge& e : two_wave_edges) {
+    EXPECT_EQ(forward(RowsSpec(e.rows, e.dim)),
+              e.bf16_dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+        << e.rows << " x " << e.dim;
+    StepSpec fp32 = RowsSpec(e.rows, e.dim);
+    fp32.set_weight_dtype(FP32);
+    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat") << e.rows << " x " << e.dim << " FP32";
+    StepSpec residual = RowsSpec(e.rows, e.dim);
+    residual.set_residual(true);
+    EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat") << e.rows << " x " << e.dim << " residual";
+  }
+  EXPECT_EQ(forward(RowsSpec(1585, 2568)), "rmsnorm.fwd.flat");
   // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
   StepSpec fp32_1664 = RowsSpec(8191, 1664);
   fp32_1664.set_weight_dtype(FP32);
@@ -877,10 +903,12 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // windows) the dense program for 2049..16384 rows without the residual,
   // from 1536 rows since table .27. Table .62, below 1536 rows (the loop
   // before): fwd.flat up to 640 rows, then the dense program at
-  // H = 4104..5112 and the wide one at 5128..6136.
+  // H = 4104..5112 and the wide one at 5128..6136. Table .67: dense for
+  // 529..640 rows at 5128..6136 (one wave), and with an FP32 weight
+  // fwd.flat for 925..1280 rows at 4104..4608 and 793..1023 at 5128..6136.
   for (int64_t dim : {4104, 4608, 4616, 4864, 5112, 5128, 5632, 6136}) {
-    for (int64_t rows :
-         {1, 640, 641, 1023, 1024, 1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
+    for (int64_t rows : {1, 528, 529, 640, 641, 792, 793, 924, 925, 1023, 1024, 1025, 1280, 1281,
+                         1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
       StepSpec plain = RowsSpec(rows, dim);
       const bool dense = rows >= 1536 && rows <= 16384;
       // Table .28: H = 5632 with a BF16 weight the wide program from 1024
@@ -888,9 +916,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       // program above 16384 rows; table .30: at H = 4616..6136 from 2048 rows
       // (BF16 weight) or 3072 (FP32).
       const bool wide_dims = dim >= 4616;
-      const char* short_rows = rows <= 640   ? "rmsnorm.fwd.flat"
-                               : dim <= 5112 ? "rmsnorm.fwd.flat.dense"
-                                             : "rmsnorm.fwd.flat.wide";
+      const char* short_rows = rows <= 528 || (rows <= 640 && dim <= 5112) ? "rmsnorm.fwd.flat"
+                               : dim <= 5112                                 ? "rmsnorm.fwd.flat.dense"
+                               : rows <= 640                                 ? "rmsnorm.fwd.flat.dense"
+                                                                             : "rmsnorm.fwd.flat.wide";
       auto routed = [&](int64_t from) {
         return rows >= 16385 || (wide_dims && rows >= from) ? "rmsnorm.fwd.flat.wide"
                : dense                                       ? "rmsnorm.fwd.flat.dense"
@@ -901,15 +930,19 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
           << rows << " x " << dim;
       StepSpec fp32 = plain;
       fp32.set_weight_dtype(FP32);
-      // Table .64: fwd.flat at 1024 rows with an FP32 weight.
-      EXPECT_EQ(forward(fp32), rows == 1024 ? "rmsnorm.fwd.flat" : routed(3072))
+      // Table .64: fwd.flat at 1024 rows with an FP32 weight; table .67.
+      const bool fp32_flat = rows == 1024 ||
+                             (dim <= 4608 && rows >= 925 && rows <= 1280) ||
+                             (dim >= 5128 && rows >= 793 && rows <= 1023);
+      EXPECT_EQ(forward(fp32), fp32_flat ? "rmsnorm.fwd.flat" : routed(3072))
           << rows << " x " << dim << " FP32";
       // With the residual, the wide program from 16384 rows (table .30) and
-      // up to 2048 (table .31), but (table .61) the dense program below 448
-      // rows at H = 4104..5120.
+      // up to 2048 (table .31), but (table .61) at H = 4104..5120 the dense
+      // program below 448 rows and fwd.flat for 448..575.
       StepSpec with_residual = plain;
       with_residual.set_residual(true);
       EXPECT_EQ(forward(with_residual), dim <= 5120 && rows <= 447    ? "rmsnorm.fwd.flat.dense"
+                                        : dim <= 5120 && rows <= 575  ? "rmsnorm.fwd.flat"
                                         : rows >= 16384 || rows <= 2048 ? "rmsnorm.fwd.flat.wide"
                                         : rows >= 2049 && rows <= 8192  ? "rmsnorm.fwd.flat"
                                                                         : "rmsnorm.fwd.loop")
