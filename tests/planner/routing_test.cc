@@ -903,9 +903,10 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // windows) the dense program for 2049..16384 rows without the residual,
   // from 1536 rows since table .27. Table .62, below 1536 rows (the loop
   // before): fwd.flat up to 640 rows, then the dense program at
-  // H = 4104..5112 and the wide one at 5128..6136. Table .67: dense for
-  // 529..640 rows at 5128..6136 (one wave), and with an FP32 weight
-  // fwd.flat for 925..1280 rows at 4104..4608 and 793..1023 at 5128..6136.
+  // H = 4104..5112 and the wide one at 5128..6136. Table .67 (one wave):
+  // dense for 529..640 rows at 5128..6136 and wide for 793..924 at
+  // 4616..5112; with an FP32 weight fwd.flat for 925..1280 rows at
+  // 4104..4608, 925..1023 at 4616..5112 and 793..1023 at 5128..6136.
   for (int64_t dim : {4104, 4608, 4616, 4864, 5112, 5128, 5632, 6136}) {
     for (int64_t rows : {1, 528, 529, 640, 641, 792, 793, 924, 925, 1023, 1024, 1025, 1280, 1281,
                          1535, 1536, 2047, 2048, 2049, 3071, 3072, 16384, 16385}) {
@@ -916,8 +917,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       // program above 16384 rows; table .30: at H = 4616..6136 from 2048 rows
       // (BF16 weight) or 3072 (FP32).
       const bool wide_dims = dim >= 4616;
+      const bool wide_wave = dim >= 4616 && dim <= 5112 && rows >= 793 && rows <= 924;
       const char* short_rows = rows <= 528 || (rows <= 640 && dim <= 5112) ? "rmsnorm.fwd.flat"
-                               : dim <= 5112                                 ? "rmsnorm.fwd.flat.dense"
+                               : dim <= 5112 && !wide_wave                   ? "rmsnorm.fwd.flat.dense"
                                : rows <= 640                                 ? "rmsnorm.fwd.flat.dense"
                                                                              : "rmsnorm.fwd.flat.wide";
       auto routed = [&](int64_t from) {
@@ -933,6 +935,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       // Table .64: fwd.flat at 1024 rows with an FP32 weight; table .67.
       const bool fp32_flat = rows == 1024 ||
                              (dim <= 4608 && rows >= 925 && rows <= 1280) ||
+                             (dim >= 4616 && dim <= 5112 && rows >= 925 && rows <= 1023) ||
                              (dim >= 5128 && rows >= 793 && rows <= 1023);
       EXPECT_EQ(forward(fp32), fp32_flat ? "rmsnorm.fwd.flat" : routed(3072))
           << rows << " x " << dim << " FP32";
