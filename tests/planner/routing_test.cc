@@ -726,6 +726,44 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat") << e.rows << " x " << e.dim << " residual";
   }
   EXPECT_EQ(forward(RowsSpec(1585, 2568)), "rmsnorm.fwd.flat");
+  // Table .67, without the residual: wide where dense's grid needs a second
+  // wave and wide's fits one (H = 6152..7168, 529..660 rows; wide's rows
+  // of 256 threads from 7176 do not), and with a BF16 weight at 6152..7168
+  // for 1280..2047; fwd.flat with an FP32 weight past dense's one wave at
+  // H = 3080..3584 for 1200..1536 rows, 3592..4088 for 1057..1536 and
+  // 7176..8184 for 529..792. The residual keeps its own windows.
+  struct WeightEdge {
+    int64_t rows, dim;
+    const char* bf16;
+    const char* fp32;
+  };
+  const char* const kFlat = "rmsnorm.fwd.flat";
+  const char* const kDense = "rmsnorm.fwd.flat.dense";
+  const char* const kWide = "rmsnorm.fwd.flat.wide";
+  const WeightEdge weight_edges[] = {
+      {528, 6152, kDense, kDense},  {529, 6152, kWide, kWide},     {660, 7168, kWide, kWide},
+      {661, 7168, kDense, kDense},  {600, 7176, kDense, kFlat},    {1279, 6400, kDense, kDense},
+      {1280, 6152, kWide, kDense},  {2047, 7168, kWide, kDense},   {1280, 7176, kDense, kDense},
+      {1199, 3080, kDense, kDense}, {1200, 3080, kDense, kFlat},   {1536, 3584, kDense, kFlat},
+      {1537, 3584, kDense, kDense}, {1056, 3592, kDense, kDense},  {1057, 3592, kDense, kFlat},
+      {1536, 4088, kDense, kFlat},  {1537, 4088, kDense, kDense},  {528, 7176, kDense, kDense},
+      {529, 8184, kDense, kFlat},   {792, 8184, kDense, kFlat},    {793, 7176, kDense, kDense}};
+  for (const WeightEdge& e : weight_edges) {
+    StepSpec spec = RowsSpec(e.rows, e.dim);
+    EXPECT_EQ(forward(spec), e.bf16) << e.rows << " x " << e.dim << " BF16";
+    spec.set_weight_dtype(FP32);
+    EXPECT_EQ(forward(spec), e.fp32) << e.rows << " x " << e.dim << " FP32";
+  }
+  // With the residual, tables .33 and .31 (dense up to 2048 rows at
+  // H = 2568..4088, wide at 6152..8184).
+  StepSpec residual_3328 = RowsSpec(1280, 3328);
+  residual_3328.set_residual(true);
+  residual_3328.set_weight_dtype(FP32);
+  EXPECT_EQ(forward(residual_3328), kDense);
+  StepSpec residual_7424 = RowsSpec(640, 7424);
+  residual_7424.set_residual(true);
+  residual_7424.set_weight_dtype(FP32);
+  EXPECT_EQ(forward(residual_7424), kWide);
   // Table .43: with an FP32 weight at H = 1544..1792 from 8192 rows.
   StepSpec fp32_1664 = RowsSpec(8191, 1664);
   fp32_1664.set_weight_dtype(FP32);
@@ -1112,7 +1150,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     EXPECT_EQ(forward(bf16), flat || (rows >= 16384 && rows <= 32768) ? "rmsnorm.fwd.flat"
                                                                       : "rmsnorm.fwd.loop")
         << rows;
-    EXPECT_EQ(forward(fp32), flat ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop") << rows;
+    // Table .67: fwd.flat with an FP32 weight for 513..1023 rows too.
+    EXPECT_EQ(forward(fp32), flat || rows == 1023 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.loop")
+        << rows;
     // Table .63: below 1024 rows the dense program.
     EXPECT_EQ(forward(with_residual), rows >= 1024 ? "rmsnorm.fwd.flat" : "rmsnorm.fwd.flat.dense")
         << rows << " residual";
@@ -1130,7 +1170,8 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // but (table .53) the dense program at H = 13312..16376 from 1024 rows and
   // (table .59) fwd.flat at 8712..12288 from 1024 rows. Table .61, below
   // 1024 rows without the residual: the dense program at H = 8200..10752
-  // and 12296..16384, and at 10760..12288 up to 512 rows.
+  // and 12296..16384, and at 10760..12288 up to 512 rows; table .67:
+  // fwd.flat there for 513..1023 rows with an FP32 weight.
   struct Wide {
     int64_t dim_min, dim_max, rows_min, rows_max;
   } dense_windows[] = {{8200, 8704, 1025, 8192},   {8712, 9216, 1024, 16384},
@@ -1150,7 +1191,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       for (DType w : {BF16, FP32}) {
         StepSpec plain = RowsSpec(rows, dim);
         plain.set_weight_dtype(w);
-        EXPECT_EQ(forward(plain), dense ? "rmsnorm.fwd.flat.dense" : rule)
+        const bool fp32_flat =
+            w == FP32 && dim >= 10760 && dim <= 12288 && rows >= 513 && rows <= 1023;
+        EXPECT_EQ(forward(plain), dense       ? "rmsnorm.fwd.flat.dense"
+                                  : fp32_flat ? "rmsnorm.fwd.flat"
+                                              : rule)
             << rows << " x " << dim << " " << DType_Name(w);
         plain.set_residual(true);
         // Table .63: the dense program below 1024 rows, and at H = 8200..8704
