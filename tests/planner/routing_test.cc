@@ -656,9 +656,21 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(65536, 648)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(65536, 512)), "rmsnorm.fwd.flat");
   // Table .40: dense (its 96-thread rows two to a CTA) at H = 1032..1408
-  // from 1024 rows and 1416..1536 for 1024..16384, BF16 weight.
-  EXPECT_EQ(forward(RowsSpec(1023, 1032)), "rmsnorm.fwd.flat");
-  EXPECT_EQ(forward(RowsSpec(1024, 1032)), "rmsnorm.fwd.flat.dense");
+  // from 1024 rows and 1416..1536 for 1024..16384, BF16 weight; table .67:
+  // at H = 1032..1408 at any rows and with either weight.
+  for (int64_t rows : {1, 1023, 1024, 131072}) {
+    for (int64_t dim : {1024, 1032, 1408, 1416}) {
+      for (DType w : {BF16, FP32}) {
+        StepSpec spec = RowsSpec(rows, dim);
+        spec.set_weight_dtype(w);
+        const bool dense = (dim >= 1032 && dim <= 1408) ||
+                           (w == BF16 && dim == 1416 && rows >= 1024 && rows <= 16384) ||
+                           (dim == 1024 && rows >= 4096);  // table .20's D = 520..1024
+        EXPECT_EQ(forward(spec), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
+            << rows << " x " << dim << " " << DType_Name(w);
+      }
+    }
+  }
   EXPECT_EQ(forward(RowsSpec(131072, 1408)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16384, 1536)), "rmsnorm.fwd.flat.dense");
   EXPECT_EQ(forward(RowsSpec(16385, 1536)), "rmsnorm.fwd.flat");
@@ -816,7 +828,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(residual_608), "rmsnorm.fwd.flat") << "no warp window with the residual";
   StepSpec fp32_1280 = RowsSpec(65536, 1280);
   fp32_1280.set_weight_dtype(FP32);
-  EXPECT_EQ(forward(fp32_1280), "rmsnorm.fwd.flat");
+  EXPECT_EQ(forward(fp32_1280), "rmsnorm.fwd.flat.dense");  // table .67
   StepSpec residual_1280 = RowsSpec(65536, 1280);
   residual_1280.set_residual(true);
   EXPECT_EQ(forward(residual_1280), "rmsnorm.fwd.flat");
