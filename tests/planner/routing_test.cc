@@ -967,11 +967,19 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       // program above 16384 rows; table .30: at H = 4616..6136 from 2048 rows
       // (BF16 weight) or 3072 (FP32).
       const bool wide_dims = dim >= 4616;
-      const bool wide_wave = dim >= 4616 && dim <= 5112 && rows >= 793 && rows <= 924;
-      const char* short_rows = rows <= 528 || (rows <= 640 && dim <= 5112) ? "rmsnorm.fwd.flat"
-                               : dim <= 5112 && !wide_wave                   ? "rmsnorm.fwd.flat.dense"
-                               : rows <= 640                                 ? "rmsnorm.fwd.flat.dense"
-                                                                             : "rmsnorm.fwd.flat.wide";
+      // Below 1536 rows: fwd.flat up to 640 rows (528 from H = 5128), then
+      // dense up to H = 5112 (wide for 793..924 rows from 4616) and wide
+      // from 5128 (dense for 529..640 rows).
+      const bool dense_dims = dim <= 5112;
+      const bool wide_wave = dim >= 4616 && dense_dims && rows >= 793 && rows <= 924;
+      const char* short_rows;
+      if (rows <= (dense_dims ? 640 : 528)) {
+        short_rows = "rmsnorm.fwd.flat";
+      } else if (dense_dims) {
+        short_rows = wide_wave ? "rmsnorm.fwd.flat.wide" : "rmsnorm.fwd.flat.dense";
+      } else {
+        short_rows = rows <= 640 ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat.wide";
+      }
       auto routed = [&](int64_t from) {
         return rows >= 16385 || (wide_dims && rows >= from) ? "rmsnorm.fwd.flat.wide"
                : dense                                       ? "rmsnorm.fwd.flat.dense"
