@@ -89,10 +89,9 @@ TEST(PlanCaseTest, ARecomputeOnlyProgramLeavesTheForwardRouted) {
   EXPECT_EQ(RowOp({"s", "ckpt", spec, "recompute:rmsnorm.fwd.flat"}),
             "ckpt @recompute:rmsnorm.fwd.flat");
   // A spec without a recompute, and a backward program, are refused.
+  const StepSpec forward_only = testing::RowsSpec(65536, 4096, true, {FORWARD});
   absl::Status s =
-      PlanCase({"s", "fwd", testing::RowsSpec(65536, 4096, true, {FORWARD}), "recompute:rmsnorm.fwd.flat"},
-               H200())
-          .status();
+      PlanCase({"s", "fwd", forward_only, "recompute:rmsnorm.fwd.flat"}, H200()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("the spec has no RECOMPUTE phase"));
   s = PlanCase({"s", "ckpt", spec, "recompute:rmsnorm.bwd.split"}, H200()).status();

@@ -716,53 +716,47 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
       }
     }
   }
-  // Table .67: dense with a BF16 weight without the residual where both
-  // grids need two waves, at H = 2048 for 2113..2304 rows and 2056..2560
-  // for 1585..1792; fwd.flat with an FP32 weight or the residual.
-  struct TwoWaveEdge {
-    int64_t rows, dim;
-    bool bf16_dense;
-  };
-  const TwoWaveEdge two_wave_edges[] = {{2304, 2048, true},  {2305, 2048, false},
-                                        {1585, 2056, true},  {1792, 2056, true},
-                                        {1793, 2560, false}, {1792, 2560, true}};
-  for (const TwoWaveEdge& e : two_wave_edges) {
-    EXPECT_EQ(forward(RowsSpec(e.rows, e.dim)),
-              e.bf16_dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
-        << e.rows << " x " << e.dim;
-    StepSpec fp32 = RowsSpec(e.rows, e.dim);
-    fp32.set_weight_dtype(FP32);
-    EXPECT_EQ(forward(fp32), "rmsnorm.fwd.flat") << e.rows << " x " << e.dim << " FP32";
-    StepSpec residual = RowsSpec(e.rows, e.dim);
-    residual.set_residual(true);
-    EXPECT_EQ(forward(residual), "rmsnorm.fwd.flat") << e.rows << " x " << e.dim << " residual";
-  }
-  EXPECT_EQ(forward(RowsSpec(1585, 2568)), "rmsnorm.fwd.flat");
-  // Table .67, without the residual: wide where dense's grid needs a second
-  // wave and wide's fits one (H = 6152..7168, 529..660 rows; wide's rows
-  // of 256 threads from 7176 do not), and with a BF16 weight at 6152..7168
-  // for 1280..2047; fwd.flat with an FP32 weight past dense's one wave at
-  // H = 3080..3584 for 1200..1536 rows, 3592..4088 for 1057..1536 and
-  // 7176..8184 for 529..792. The residual keeps its own windows.
+  // Table .67, without the residual: dense with a BF16 weight where both
+  // grids need two waves, at H = 2048 for 2113..2304 rows and 2056..2560 for
+  // 1585..1792 (fwd.flat with an FP32 weight or the residual); wide where
+  // dense's grid needs a second wave and wide's fits one (H = 6152..7168,
+  // 529..660 rows; wide's rows of 256 threads from 7176 do not), and with a
+  // BF16 weight at 6152..7168 for 1280..2047; fwd.flat with an FP32 weight
+  // past dense's one wave at H = 3080..3584 for 1200..1536 rows, 3592..4088
+  // for 1057..1536 and 7176..8184 for 529..792. `residual`, where given: the
+  // BF16 weight with the residual.
+  const char* const kFlat = "rmsnorm.fwd.flat";
+  const char* const kDense = "rmsnorm.fwd.flat.dense";
+  const char* const kWide = "rmsnorm.fwd.flat.wide";
   struct WeightEdge {
     int64_t rows, dim;
     const char* bf16;
     const char* fp32;
+    const char* residual = nullptr;
   };
-  const char* const kFlat = "rmsnorm.fwd.flat";
-  const char* const kDense = "rmsnorm.fwd.flat.dense";
-  const char* const kWide = "rmsnorm.fwd.flat.wide";
   const WeightEdge weight_edges[] = {
-      {528, 6152, kDense, kDense},  {529, 6152, kWide, kWide},     {660, 7168, kWide, kWide},
-      {661, 7168, kDense, kDense},  {600, 7176, kDense, kFlat},    {1279, 6400, kDense, kDense},
-      {1280, 6152, kWide, kDense},  {2047, 7168, kWide, kDense},   {1280, 7176, kDense, kDense},
-      {1199, 3080, kDense, kDense}, {1200, 3080, kDense, kFlat},   {1536, 3584, kDense, kFlat},
-      {1537, 3584, kDense, kDense}, {1056, 3592, kDense, kDense},  {1057, 3592, kDense, kFlat},
-      {1536, 4088, kDense, kFlat},  {1537, 4088, kDense, kDense},  {528, 7176, kDense, kDense},
-      {529, 8184, kDense, kFlat},   {792, 8184, kDense, kFlat},    {793, 7176, kDense, kDense}};
+      {2304, 2048, kDense, kFlat, kFlat}, {2305, 2048, kFlat, kFlat, kFlat},
+      {1585, 2056, kDense, kFlat, kFlat}, {1792, 2056, kDense, kFlat, kFlat},
+      {1793, 2560, kFlat, kFlat, kFlat},  {1792, 2560, kDense, kFlat, kFlat},
+      {1585, 2568, kFlat, kFlat},         {528, 6152, kDense, kDense},
+      {529, 6152, kWide, kWide},          {660, 7168, kWide, kWide},
+      {661, 7168, kDense, kDense},        {600, 7176, kDense, kFlat},
+      {1279, 6400, kDense, kDense},       {1280, 6152, kWide, kDense},
+      {2047, 7168, kWide, kDense},        {1280, 7176, kDense, kDense},
+      {1199, 3080, kDense, kDense},       {1200, 3080, kDense, kFlat},
+      {1536, 3584, kDense, kFlat},        {1537, 3584, kDense, kDense},
+      {1056, 3592, kDense, kDense},       {1057, 3592, kDense, kFlat},
+      {1536, 4088, kDense, kFlat},        {1537, 4088, kDense, kDense},
+      {528, 7176, kDense, kDense},        {529, 8184, kDense, kFlat},
+      {792, 8184, kDense, kFlat},         {793, 7176, kDense, kDense}};
   for (const WeightEdge& e : weight_edges) {
     StepSpec spec = RowsSpec(e.rows, e.dim);
     EXPECT_EQ(forward(spec), e.bf16) << e.rows << " x " << e.dim << " BF16";
+    if (e.residual != nullptr) {
+      StepSpec residual = spec;
+      residual.set_residual(true);
+      EXPECT_EQ(forward(residual), e.residual) << e.rows << " x " << e.dim << " residual";
+    }
     spec.set_weight_dtype(FP32);
     EXPECT_EQ(forward(spec), e.fp32) << e.rows << " x " << e.dim << " FP32";
   }
