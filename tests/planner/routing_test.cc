@@ -657,7 +657,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   EXPECT_EQ(forward(RowsSpec(65536, 512)), "rmsnorm.fwd.flat");
   // Table .40: dense (its 96-thread rows two to a CTA) at H = 1032..1408
   // from 1024 rows and 1416..1536 for 1024..16384, BF16 weight; table .67:
-  // at H = 1032..1408 at any rows and with either weight.
+  // at H = 1032..1408 at any rows and with either weight; table .68: at
+  // 1416..1536 with an FP32 weight up to 2640 rows (and for 5120..40960,
+  // the weight-edge table below).
   for (int64_t rows : {1, 1023, 1024, 131072}) {
     for (int64_t dim : {1024, 1032, 1408, 1416}) {
       for (DType w : {BF16, FP32}) {
@@ -665,6 +667,7 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         spec.set_weight_dtype(w);
         const bool dense = (dim >= 1032 && dim <= 1408) ||
                            (w == BF16 && dim == 1416 && rows >= 1024 && rows <= 16384) ||
+                           (w == FP32 && dim == 1416 && rows <= 2640) ||
                            (dim == 1024 && rows >= 4096);  // table .20's D = 520..1024
         EXPECT_EQ(forward(spec), dense ? "rmsnorm.fwd.flat.dense" : "rmsnorm.fwd.flat")
             << rows << " x " << dim << " " << DType_Name(w);
@@ -723,8 +726,11 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   // 529..660 rows; wide's rows of 256 threads from 7176 do not), and with a
   // BF16 weight at 6152..7168 for 1280..2047; fwd.flat with an FP32 weight
   // past dense's one wave at H = 3080..3584 for 1200..1536 rows, 3592..4088
-  // for 1057..1536 and 7176..8184 for 529..792. `residual`, where given: the
-  // BF16 weight with the residual.
+  // for 1057..1536 and 7176..8184 for 529..792. Table .68, without the
+  // residual: dense with a BF16 weight at H = 2056..2560 to 4095 rows (the
+  // window of 1585..1792 widened) and 2568..3064 for 2305..4095, and with an
+  // FP32 weight at H = 1416..1536 up to 2640 rows and for 5120..40960.
+  // `residual`, where given: the BF16 weight with the residual.
   const char* const kFlat = "rmsnorm.fwd.flat";
   const char* const kDense = "rmsnorm.fwd.flat.dense";
   const char* const kWide = "rmsnorm.fwd.flat.wide";
@@ -737,7 +743,14 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
   const WeightEdge weight_edges[] = {
       {2304, 2048, kDense, kFlat, kFlat}, {2305, 2048, kFlat, kFlat, kFlat},
       {1585, 2056, kDense, kFlat, kFlat}, {1792, 2056, kDense, kFlat, kFlat},
-      {1793, 2560, kFlat, kFlat, kFlat},  {1792, 2560, kDense, kFlat, kFlat},
+      {1793, 2056, kDense, kFlat, kFlat}, {1792, 2560, kDense, kFlat, kFlat},
+      {4095, 2560, kDense, kFlat, kFlat}, {2304, 2568, kFlat, kFlat, kFlat},
+      {2305, 2568, kDense, kFlat, kFlat}, {4095, 3064, kDense, kFlat, kFlat},
+      {2305, 3072, kFlat, kFlat, kFlat},  {2640, 1536, kDense, kDense, kFlat},
+      {2641, 1416, kDense, kFlat, kFlat}, {2640, 1544, kDense, kFlat},
+      {5119, 1536, kDense, kFlat},        {5120, 1416, kDense, kDense},
+      {5120, 1544, kDense, kFlat},        {40960, 1536, kFlat, kDense},
+      {40961, 1416, kFlat, kFlat},
       {1585, 2568, kFlat, kFlat},         {528, 6152, kDense, kDense},
       {529, 6152, kWide, kWide},          {660, 7168, kWide, kWide},
       {661, 7168, kDense, kDense},        {600, 7176, kDense, kFlat},
@@ -759,6 +772,13 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     }
     spec.set_weight_dtype(FP32);
     EXPECT_EQ(forward(spec), e.fp32) << e.rows << " x " << e.dim << " FP32";
+  }
+  // Table .68's FP32 windows at H = 1416..1536 are without the residual.
+  for (int64_t rows : {2640, 5120}) {
+    StepSpec residual = RowsSpec(rows, 1536);
+    residual.set_weight_dtype(FP32);
+    residual.set_residual(true);
+    EXPECT_EQ(forward(residual), kFlat) << rows << " x 1536 FP32 residual";
   }
   // With the residual, tables .33 and .31 (dense up to 2048 rows at
   // H = 2568..4088, wide at 6152..8184).
@@ -1027,6 +1047,9 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
         const char* want = before(rows, dim);
         if (dim <= 3064 && rows >= (w == BF16 ? 4096 : 16384) && rows <= 65536) {
           want = "rmsnorm.fwd.flat.dense";
+        } else if (w == BF16 && rows <= 4095 &&
+                   ((dim <= 2560 && rows >= 1585) || (dim >= 2568 && dim <= 3064 && rows >= 2305))) {
+          want = "rmsnorm.fwd.flat.dense";  // tables .67, .68 (without the residual)
         } else if (dim >= 2568 && dim <= 3064 && rows >= 1024 && rows <= 2048) {
           want = "rmsnorm.fwd.flat";
         } else if (dim >= 3080 && dim <= 4088 && rows >= 1024 && rows <= 65536) {
