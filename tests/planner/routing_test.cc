@@ -780,6 +780,32 @@ TEST(RoutingTableTest, EmbeddedSm90aLoadsAndCoversTheExamples) {
     residual.set_residual(true);
     EXPECT_EQ(forward(residual), kFlat) << rows << " x 1536 FP32 residual";
   }
+  // Table .68: the dense program in the recompute alone at H = 1416..1536
+  // with an FP32 weight for 2641..5119 rows and a BF16 one for 16385..32768,
+  // where the forward keeps fwd.flat; without the residual.
+  auto recompute = [&](const StepSpec& spec) {
+    return std::string(RouteLaunch(**t, *Canonicalize(spec), PHASE_KIND_RECOMPUTE)->program->id);
+  };
+  struct RecomputeEdge {
+    int64_t rows, dim;
+    DType weight;
+    bool residual;
+    const char* recompute;
+  };
+  const RecomputeEdge recompute_edges[] = {
+      {2641, 1416, FP32, false, kDense},  {5119, 1536, FP32, false, kDense},
+      {2641, 1544, FP32, false, kFlat},   {2641, 1536, FP32, true, kFlat},
+      {16385, 1416, BF16, false, kDense}, {32768, 1536, BF16, false, kDense},
+      {32769, 1536, BF16, false, kFlat},  {16385, 1536, BF16, true, kFlat}};
+  for (const RecomputeEdge& e : recompute_edges) {
+    StepSpec spec = RowsSpec(e.rows, e.dim);
+    spec.set_weight_dtype(e.weight);
+    spec.set_residual(e.residual);
+    const std::string label = absl::StrCat(e.rows, " x ", e.dim, " ", DType_Name(e.weight),
+                                           e.residual ? " residual" : "");
+    EXPECT_EQ(recompute(spec), e.recompute) << label;
+    EXPECT_EQ(forward(spec), kFlat) << label;
+  }
   // With the residual, tables .33 and .31 (dense up to 2048 rows at
   // H = 2568..4088, wide at 6152..8184).
   StepSpec residual_3328 = RowsSpec(1280, 3328);
