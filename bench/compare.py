@@ -11,13 +11,15 @@ faster, slower, or same (within the floor).
   python3 bench/compare.py BASE.json CAND.json [--filter TEXT]
 """
 import argparse
-import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_io import load_report  # noqa: E402
 
 
 def load_rows(path):
-    with open(path) as f:
-        report = json.load(f)
+    report = load_report(path)
     rows = {}
     for row in report.get("rows", []):
         op = row.get("op", "").split(" @")[0]

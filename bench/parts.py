@@ -11,9 +11,12 @@ its own duration, the idle gap before it (from the latest end so far) and its na
 Exit status: 0, 1 when no row matched with parts, 2 when the report cannot be read.
 """
 import argparse
-import json
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_io import load_report  # noqa: E402
 
 
 def short_name(name):
@@ -50,8 +53,7 @@ def main(argv=None):
     parser.add_argument("--impl", default="cake", help="implementation name (default: cake)")
     args = parser.parse_args(argv)
     try:
-        with open(args.report) as f:
-            report = json.load(f)
+        report = load_report(args.report)
     except (OSError, ValueError) as e:
         print(f"parts.py: {e}", file=sys.stderr)
         return 2

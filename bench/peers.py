@@ -50,6 +50,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_io import load_report  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("default", "max-autotune-no-cudagraphs")
 DEVICE = "cuda"  # the harness's checks also run on "cpu", for its own tests
@@ -542,8 +545,7 @@ def done_cases(paths):
     """The (shape, op) pairs of the rows of the reports at `paths`."""
     done = set()
     for path in paths:
-        with open(path) as f:
-            done.update((r["shape"], r["op"]) for r in json.load(f)["rows"])
+        done.update((r["shape"], r["op"]) for r in load_report(path)["rows"])
     return done
 
 

@@ -13,7 +13,6 @@ bandwidth a row reaches), and with --table a Markdown table of the rows.
 Each row's figures come from one run; the table names the run of each row.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -21,6 +20,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_io import load_report  # noqa: E402
 
 OPS = ("fwd", "bwd", "ckpt", "ckpt.cast")
 
@@ -74,8 +76,7 @@ def merge(paths):
     date of its run."""
     merged, rows = None, {}
     for path in paths:
-        with open(path) as f:
-            report = json.load(f)
+        report = load_report(path)
         merged = merged or report
         for row in report["rows"]:
             row["run"] = report["date"]

@@ -26,16 +26,18 @@ less than moving those bytes takes, launch and drain included.
                            [--md FILE]
 """
 import argparse
-import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_io import load_report  # noqa: E402
 
 L2_BYTES = 60 * 1000 * 1000  # the H200's L2, as BENCH.md counts it
 LARGE_BYTES = 5 * L2_BYTES
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    return load_report(path)  # plain or .json.gz
 
 
 def op_kind(op):

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks of bench/compare.py on two small reports written here: rows pair by
 shape and op (a --program suffix ignored), the ratio is cand / base, and the
-verdict compares it with the larger A/A floor; bad input exits 2."""
+verdict compares it with the larger A/A floor; a report kept gzip-compressed
+(REPORT.json.gz) reads as the plain one; bad input exits 2."""
+import gzip
 import io
 import json
 import os
@@ -50,6 +52,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("1% slower within a 2% floor is the same", within.get("verdict") == "same", within)
     check("20% slower", by_shape.get("gate 260x48x128", {}).get("verdict") == "slower")
     check("rows in one report only", len(only) == 2, only)
+
+    # The older suite reports under bench/results are kept as .json.gz.
+    packed = os.path.join(tmp, "base.json.gz")
+    with open(paths[0], "rb") as src, gzip.open(packed, "wb") as dst:
+        dst.write(src.read())
+    check("a .json.gz report reads as the plain one",
+          compare.load_rows(packed) == compare.load_rows(paths[0]))
 
     out = io.StringIO()
     with redirect_stdout(out):
