@@ -353,7 +353,8 @@ __device__ __forceinline__ void GroupSums(float (&v)[N], SumScratch& sums) {
   if constexpr (TPR <= 0 || TPR > 32) {
     // The CTA is one row, or (the backward's lockstep row groups,
     // BwdBlockOf) holds several. TPR > 32: the row group's TPR / 32 warps
-    // from sums.first on, summed in order (a compile-time loop). TPR = 0
+    // from sums.first on, summed in order (a compile-time loop), or with
+    // kTreeOrder in the butterfly's order. TPR = 0
     // (the CTA one row): blockDim.x / 32 warps (up to 32), summed
     // by every warp in the same butterfly order, so all threads get the
     // same bits (a loop of run-time length cost the wide rows' forward
@@ -376,7 +377,8 @@ __device__ __forceinline__ void GroupSums(float (&v)[N], SumScratch& sums) {
         // warps adding zeros; the same sums here, without them (the same
         // bits where no value is -0, as for the forward's sums of squares).
         constexpr int kWarps = TPR / 32;
-        constexpr int kSpan = kWarps <= 1 ? 1 : kWarps <= 2 ? 2 : kWarps <= 4 ? 4 : kWarps <= 8 ? 8 : 16;
+        constexpr int kSpan =
+            kWarps <= 1 ? 1 : kWarps <= 2 ? 2 : kWarps <= 4 ? 4 : kWarps <= 8 ? 8 : 16;
         float t[kWarps];
 #pragma unroll
         for (int i = 0; i < kWarps; ++i) t[i] = part[sums.first + i];
