@@ -36,10 +36,6 @@ L2_BYTES = 60 * 1000 * 1000  # the H200's L2, as BENCH.md counts it
 LARGE_BYTES = 5 * L2_BYTES
 
 
-def load(path):
-    return load_report(path)  # plain or .json.gz
-
-
 def op_kind(op):
     """'ckpt.cast @prog' -> 'ckpt'."""
     return op.split(" @")[0].split(".")[0]
@@ -69,7 +65,7 @@ def latest_peers(paths, any_flush=False):
     report per row, of the current flush only unless any_flush."""
     peers, left_out = {}, []
     for path in paths:
-        report = load(path)
+        report = load_report(path)
         if not any_flush and not current_protocol(report):
             left_out.append(path)
             continue
@@ -188,7 +184,7 @@ def main(argv=None):
     ap.add_argument("--md", help="also write the table and the summary to this file")
     args = ap.parse_args(argv)
     try:
-        cake = load(args.cake)
+        cake = load_report(args.cake)
         peers, left_out = latest_peers(args.peers, args.any_flush)
         if not cake.get("rows"):
             print(f"targets.py: {args.cake} has no rows", file=sys.stderr)

@@ -377,13 +377,11 @@ __device__ __forceinline__ void GroupSums(float (&v)[N], SumScratch& sums) {
         // warps adding zeros; the same sums here, without them (the same
         // bits where no value is -0, as for the forward's sums of squares).
         constexpr int kWarps = TPR / 32;
-        constexpr int kSpan =
-            kWarps <= 1 ? 1 : kWarps <= 2 ? 2 : kWarps <= 4 ? 4 : kWarps <= 8 ? 8 : 16;
         float t[kWarps];
 #pragma unroll
         for (int i = 0; i < kWarps; ++i) t[i] = part[sums.first + i];
 #pragma unroll
-        for (int h = kSpan / 2; h >= 1; h /= 2) {
+        for (int h = NextPow2(kWarps) / 2; h >= 1; h /= 2) {
 #pragma unroll
           for (int i = 0; i < h; ++i) {
             if (i + h < kWarps) t[i] += t[i + h];
